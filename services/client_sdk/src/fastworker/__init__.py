@@ -1,0 +1,55 @@
+"""FastWorker: a brokerless distributed task queue. This is the application-facing SDK.
+
+    from fastworker import task, Client
+
+    @task
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    async with Client() as client:
+        result = await client.submit_task("add", args=(2, 3))
+"""
+
+from fastworker._task import Task, TaskRegistry, default_registry, task
+from fastworker.client import BatchItem, Client, unwrap
+from fastworker.errors import (
+    ControlPlaneUnavailable,
+    FastWorkerError,
+    InvalidArguments,
+    RequestRejected,
+    TaskCancelled,
+    TaskFailed,
+    TaskNotFound,
+    Timeout,
+    UnknownTask,
+)
+from fastworker.sync_client import SyncClient
+from fastworker_protocol import Priority, TaskError, TaskResult
+from fastworker_protocol import TaskState as TaskStatus
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BatchItem",
+    "Client",
+    "ControlPlaneUnavailable",
+    "FastWorkerError",
+    "InvalidArguments",
+    "Priority",
+    "RequestRejected",
+    "SyncClient",
+    "Task",
+    "TaskCancelled",
+    "TaskError",
+    "TaskFailed",
+    "TaskNotFound",
+    "TaskRegistry",
+    "TaskResult",
+    "TaskStatus",
+    "Timeout",
+    "UnknownTask",
+    "default_registry",
+    "task",
+    "unwrap",
+    "__version__",
+]

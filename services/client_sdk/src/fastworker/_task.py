@@ -1,0 +1,104 @@
+"""``@task``: naming a function so subworkers may run it and clients may submit it.
+
+The registry is the only thing that decides what can run: a subworker executes a task
+name only if a module it loaded registered it. Nothing from the wire is imported.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Generic, ParamSpec, TypeVar, overload
+
+from fastworker_protocol import Param, Priority, TaskSignature
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Task(Generic[P, R]):
+    """A registered task. Calling it runs the function locally, like the plain function."""
+
+    fn: Callable[P, R]
+    name: str
+    priority: Priority = Priority.NORMAL
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.fn)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+    def signature(self) -> TaskSignature:
+        """The wire form of the parameters, so the control plane can check arguments."""
+        params = [
+            Param(name=p.name, kind=p.kind.name, has_default=p.default is not p.empty)
+            for p in inspect.signature(self.fn).parameters.values()
+        ]
+        return TaskSignature(name=self.name, params=params)
+
+
+@dataclass
+class TaskRegistry:
+    """Task names to tasks. ``@task`` fills :data:`default_registry`."""
+
+    _tasks: dict[str, Task[..., Any]] = field(default_factory=dict)
+
+    def add(self, t: Task[..., Any]) -> None:
+        existing = self._tasks.get(t.name)
+        if existing is not None and existing.fn is not t.fn:
+            raise ValueError(
+                f"task name {t.name!r} is already registered by "
+                f"{existing.fn.__module__}.{existing.fn.__qualname__}"
+            )
+        self._tasks[t.name] = t
+
+    def get(self, name: str) -> Task[..., Any] | None:
+        return self._tasks.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._tasks)
+
+    def __iter__(self) -> Iterator[Task[..., Any]]:
+        return iter(list(self._tasks.values()))
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+
+default_registry = TaskRegistry()
+
+
+@overload
+def task(fn: Callable[P, R], /) -> Task[P, R]: ...
+
+
+@overload
+def task(
+    *, name: str | None = None, priority: Priority | str = Priority.NORMAL,
+    registry: TaskRegistry | None = None,
+) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+
+
+def task(
+    fn: Callable[P, R] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    priority: Priority | str = Priority.NORMAL,
+    registry: TaskRegistry | None = None,
+) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
+    """Register a function (sync or async) as a task, by default under its ``__name__``.
+
+    ``priority`` is the default priority clients use when they submit by this object.
+    """
+
+    def register(f: Callable[P, R]) -> Task[P, R]:
+        t = Task(fn=f, name=name or f.__name__, priority=Priority.parse(priority))
+        (registry if registry is not None else default_registry).add(t)
+        return t
+
+    return register(fn) if fn is not None else register

@@ -1,0 +1,88 @@
+"""REQ-side channel: one NNG REQ socket to one REP address, many requests in flight.
+
+Every request gets its own NNG context, so concurrent requests on one socket are matched
+to their own replies (the published 0.3 used the bare socket and mixed them up). NNG's own
+resend is disabled: retrying is the caller's decision, and submissions are made safe to
+retry by their task ids.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TypeVar
+
+import pynng
+
+from fastworker.errors import ControlPlaneUnavailable, Timeout, rejection
+from fastworker_protocol import Codec, DecodeError, Error, Message
+
+M = TypeVar("M", bound=Message)
+
+_NO_RESEND = -1  # NNG_DURATION_INFINITE: never resend on our behalf
+
+
+class RequestChannel:
+    """Sends requests to one REP address and returns decoded replies."""
+
+    def __init__(self, address: str, codec: Codec) -> None:
+        self.address = address
+        self._codec = codec
+        self._socket = pynng.Req0(recv_max_size=_nng_limit(codec))
+        self._socket.resend_time = _NO_RESEND
+        self._socket.reconnect_time_min = 50
+        self._socket.reconnect_time_max = 1000
+        self._socket.dial(address, block=False)
+        self._closed = False
+
+    @property
+    def connected(self) -> bool:
+        return bool(self._socket.pipes)
+
+    async def request(self, message: Message, reply_type: type[M], timeout: float) -> M:
+        """Send ``message`` and return its reply, raising the SDK's errors.
+
+        Error replies raise :class:`~fastworker.errors.RequestRejected` (or a subclass);
+        no reply within ``timeout`` raises ``Timeout`` if a control plane is connected,
+        else ``ControlPlaneUnavailable``.
+        """
+        data = self._codec.encode(message)
+        context = self._socket.new_context()
+        try:
+            reply_bytes = await asyncio.wait_for(self._exchange(context, data), timeout)
+        except asyncio.TimeoutError:
+            if not self.connected:
+                raise ControlPlaneUnavailable(
+                    f"no control plane answered at {self.address}: is it running? "
+                    "(start one with `fastworker control-plane`)"
+                ) from None
+            raise Timeout(f"no reply from {self.address} within {timeout:g} s") from None
+        finally:
+            context.close()
+        try:
+            reply = self._codec.decode(reply_bytes)
+        except DecodeError as exc:
+            raise ControlPlaneUnavailable(f"{self.address} sent an unreadable reply: {exc}") from exc
+        if isinstance(reply, Error):
+            raise rejection(reply.code, reply.message)
+        if not isinstance(reply, reply_type):
+            raise ControlPlaneUnavailable(
+                f"{self.address} replied {type(reply).__name__}, expected {reply_type.__name__}"
+            )
+        return reply
+
+    @staticmethod
+    async def _exchange(context: pynng.Context, data: bytes) -> bytes:
+        await context.asend(data)
+        reply: bytes = await context.arecv()
+        return reply
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._socket.close()
+
+
+def _nng_limit(codec: Codec) -> int:
+    """NNG's own frame limit: twice the codec's, so a frame between the two gets a typed
+    ``oversize`` error from the codec, and only absurd frames drop the connection."""
+    return 2 * codec.max_message_size

@@ -1,0 +1,5 @@
+import sys
+
+from fastworker.cli import main
+
+sys.exit(main())

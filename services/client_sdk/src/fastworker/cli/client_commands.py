@@ -1,0 +1,222 @@
+"""``fastworker submit | status | result | cancel | workers | tasks``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+
+from fastworker.cli.common import (
+    EXIT_OK,
+    EXIT_TASK_FAILED,
+    EXIT_USAGE,
+    CommandError,
+    add_client_options,
+)
+from fastworker.client import Client
+from fastworker.errors import (
+    ControlPlaneUnavailable,
+    FastWorkerError,
+    RequestRejected,
+    Timeout,
+)
+from fastworker_protocol import Priority, TaskResult, TaskState
+
+
+
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = commands.add_parser("submit", help="submit a task (and wait for its result)")
+    p.add_argument("--task-name", required=True, help="the registered task name")
+    p.add_argument("--args", nargs="*", default=[], metavar="ARG",
+                   help="positional arguments; each is parsed as JSON if it can be")
+    p.add_argument("--kwargs", type=_json_object, default={}, metavar="JSON",
+                   help='keyword arguments as a JSON object, e.g. \'{"x": 1}\'')
+    p.add_argument("--priority", type=Priority.parse, default=Priority.NORMAL,
+                   help="critical, high, normal or low (default: normal)")
+    p.add_argument("--non-blocking", action="store_true",
+                   help="print the task id and return without waiting")
+    p.add_argument("--json", action="store_true", help="print the full result as JSON")
+    p.set_defaults(run=_submit)
+
+    p = commands.add_parser("status", help="a task's status")
+    p.add_argument("--task-id", required=True)
+    p.set_defaults(run=_status)
+
+    p = commands.add_parser("result", help="a task's result (waits with --wait)")
+    p.add_argument("--task-id", required=True)
+    p.add_argument("--wait", action="store_true", help="wait until the task is final")
+    p.add_argument("--json", action="store_true", help="print the full result as JSON")
+    p.set_defaults(run=_result)
+
+    p = commands.add_parser("cancel", help="cancel a task that has not finished")
+    p.add_argument("--task-id", required=True)
+    p.set_defaults(run=_cancel)
+
+    p = commands.add_parser("workers", help="list connected subworkers")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(run=_workers)
+
+    p = commands.add_parser("tasks", help="list recent tasks, newest first")
+    p.add_argument("--status", type=TaskState, default=None, help="only tasks in this state")
+    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(run=_tasks)
+
+    for name in ("submit", "status", "result", "cancel", "workers", "tasks"):
+        add_client_options(commands.choices[name])
+
+
+def _with_client(args: argparse.Namespace, body: Callable[[Client], Awaitable[int]]) -> int:
+    async def run() -> int:
+        async with Client(args.discovery_address, timeout=args.timeout, retries=1,
+                          address=args.address) as client:
+            return await body(client)
+
+    try:
+        return asyncio.run(run())
+    except ControlPlaneUnavailable as exc:
+        raise CommandError(str(exc)) from None
+    except Timeout as exc:
+        raise CommandError(f"timed out: {exc}") from None
+    except RequestRejected as exc:
+        raise CommandError(f"rejected: {exc}") from None
+    except FastWorkerError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def _submit(args: argparse.Namespace) -> int:
+    task_args = [_json_or_text(a) for a in args.args]
+
+    async def body(client: Client) -> int:
+        if args.non_blocking:
+            print(await client.apply_async(args.task_name, task_args, args.kwargs,
+                                           priority=args.priority))
+            return EXIT_OK
+        result = await client.submit_task(args.task_name, task_args, args.kwargs,
+                                          priority=args.priority, timeout=args.timeout)
+        return _print_result(result, args.json)
+
+    return _with_client(args, body)
+
+
+def _status(args: argparse.Namespace) -> int:
+    async def body(client: Client) -> int:
+        result = await client.get_task_result(args.task_id)
+        if result is None:
+            raise CommandError(f"task {args.task_id} is unknown or expired")
+        print(result.status)
+        return EXIT_OK
+
+    return _with_client(args, body)
+
+
+def _result(args: argparse.Namespace) -> int:
+    async def body(client: Client) -> int:
+        if args.wait:
+            return _print_result(await client.wait_result(args.task_id, args.timeout), args.json)
+        result = await client.get_task_result(args.task_id)
+        if result is None:
+            raise CommandError(f"task {args.task_id} is unknown or expired")
+        if not result.status.is_final:
+            raise CommandError(f"task {args.task_id} is {result.status}: no result yet "
+                               "(use --wait)")
+        return _print_result(result, args.json)
+
+    return _with_client(args, body)
+
+
+def _cancel(args: argparse.Namespace) -> int:
+    async def body(client: Client) -> int:
+        if await client.cancel_task(args.task_id):
+            print("cancelled")
+        else:
+            current = await client.get_task_result(args.task_id)
+            print(f"not cancelled: task is already {current.status if current else 'final'}")
+        return EXIT_OK
+
+    return _with_client(args, body)
+
+
+def _workers(args: argparse.Namespace) -> int:
+    async def body(client: Client) -> int:
+        workers = await client.list_workers()
+        if args.json:
+            _print_json(workers)
+        else:
+            _print_table(["WORKER", "STATE", "IN FLIGHT", "CONCURRENCY", "DONE", "SEEN", "TASKS"],
+                         [[w.worker_id + (" (local)" if w.local else ""), w.state, w.in_flight,
+                           w.concurrency, w.completed, f"{w.last_seen_ago:.1f}s ago",
+                           ",".join(w.tasks)] for w in workers])
+        return EXIT_OK
+
+    return _with_client(args, body)
+
+
+def _tasks(args: argparse.Namespace) -> int:
+    async def body(client: Client) -> int:
+        tasks = await client.list_tasks(args.status, args.limit)
+        if args.json:
+            _print_json(tasks)
+        else:
+            _print_table(["TASK", "NAME", "STATUS", "PRIORITY", "ATTEMPTS", "WORKER"],
+                         [[t.task_id, t.name, t.status, t.priority, t.attempts,
+                           t.worker_id or "-"] for t in tasks])
+        return EXIT_OK
+
+    return _with_client(args, body)
+
+
+# --- output -------------------------------------------------------------------------------
+
+
+def _print_result(result: TaskResult, as_json: bool) -> int:
+    if as_json:
+        _print_json(result)
+    elif result.status == TaskState.SUCCESS:
+        print(json.dumps(result.result))
+    if result.status == TaskState.SUCCESS:
+        return EXIT_OK
+    if result.error is not None:
+        print(f"task {result.task_id} failed: {result.error.type}: {result.error.message}",
+              file=sys.stderr)
+    else:
+        print(f"task {result.task_id} ended {result.status}", file=sys.stderr)
+    return EXIT_TASK_FAILED
+
+
+def _print_json(value: Any) -> None:
+    print(msgspec.json.encode(value).decode())
+
+
+def _print_table(header: list[str], rows: list[list[Any]]) -> None:
+    cells = [header, *[[str(c) for c in row] for row in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    for row in cells:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    if not rows:
+        print("(none)")
+
+
+def _json_or_text(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
+
+
+__all__ = ["EXIT_USAGE", "add_commands"]

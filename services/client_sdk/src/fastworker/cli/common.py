@@ -1,0 +1,52 @@
+"""Pieces every FastWorker command shares: exit codes, client options, running a service
+until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+from collections.abc import Awaitable, Callable
+
+from fastworker.options import add_option
+from fastworker_protocol import DEFAULT_DISCOVERY_ADDRESS
+
+EXIT_OK = 0
+EXIT_TASK_FAILED = 1
+EXIT_USAGE = 2
+
+
+class CommandError(Exception):
+    """A one-line message for stderr and the exit code to leave with."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def add_client_options(parser: argparse.ArgumentParser) -> None:
+    add_option(parser, "--discovery-address", default=DEFAULT_DISCOVERY_ADDRESS,
+               help="where to find the control plane (its BUS)")
+    add_option(parser, "--address", default=None,
+               help="skip discovery: the control plane's first submission address, "
+                    "e.g. tcp://127.0.0.1:5555")
+    add_option(parser, "--timeout", type=float, default=30.0,
+               help="seconds to wait for the control plane (and for a result)")
+
+
+def add_log_level(parser: argparse.ArgumentParser) -> None:
+    add_option(parser, "--log-level", default="info", type=str.lower,
+               help="debug, info, warning or error")
+
+
+def serve(run: Callable[[], Awaitable[None]], stop: Callable[[], None]) -> int:
+    """Run a service's coroutine; SIGTERM and SIGINT call ``stop`` (a graceful drain)."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop)
+        await run()
+
+    asyncio.run(main())
+    return EXIT_OK

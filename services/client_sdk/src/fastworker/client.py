@@ -1,0 +1,349 @@
+"""The async client: submit tasks, wait for and read their results, cancel them.
+
+It finds the control plane by discovery (or takes an explicit submission address) and
+keeps one REQ channel per priority port plus one for results. Any number of calls may be
+in flight at once; each is a separate NNG context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Self
+
+from fastworker._discovery import DiscoveryPeer
+from fastworker._task import Task
+from fastworker._transport import RequestChannel
+from fastworker.errors import (
+    ControlPlaneUnavailable,
+    FastWorkerError,
+    TaskCancelled,
+    TaskFailed,
+    TaskNotFound,
+    Timeout,
+)
+from fastworker_protocol import (
+    DEFAULT_DISCOVERY_ADDRESS,
+    DEFAULT_MAX_MESSAGE_SIZE,
+    Accepted,
+    Announce,
+    Cancel,
+    Cancelled,
+    Codec,
+    Get,
+    ListTasks,
+    ListWorkers,
+    Message,
+    PortMap,
+    Priority,
+    Results,
+    Submit,
+    TaskList,
+    TaskResult,
+    TaskSpec,
+    TaskState,
+    WorkerInfo,
+    WorkerList,
+    tcp_address,
+)
+
+TaskRef = str | Task[..., Any]
+BATCH_CHUNK = 1000
+_KNOWN_RESULTS = 10_000
+
+
+@dataclass(frozen=True)
+class BatchItem:
+    """One task of a ``submit_batch`` call."""
+
+    task_name: str
+    args: Sequence[Any] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    priority: Priority | str | None = None
+
+
+class Client:
+    """Async FastWorker client.
+
+    ``timeout`` bounds every network call (and is the default wait of ``submit_task``);
+    ``retries`` is how many times a call that got no reply is re-sent. Re-sending is safe:
+    a task keeps its id across retries and the control plane accepts each id once.
+    """
+
+    def __init__(
+        self,
+        discovery_address: str = DEFAULT_DISCOVERY_ADDRESS,
+        timeout: float = 30.0,
+        retries: int = 3,
+        *,
+        address: str | None = None,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    ) -> None:
+        if timeout <= 0:
+            raise ValueError("timeout must be positive")
+        if retries < 0:
+            raise ValueError("retries must be >= 0")
+        self.discovery_address = discovery_address
+        self.timeout = timeout
+        self.retries = retries
+        self._explicit_address = address
+        self._codec = Codec(max_message_size)
+        self._submit: dict[Priority, RequestChannel] = {}
+        self._results: RequestChannel | None = None
+        self._known: OrderedDict[str, TaskResult] = OrderedDict()
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Find the control plane and connect to it; idempotent."""
+        if self._results is not None:
+            return
+        announce = await self._locate()
+        self._submit = {
+            p: RequestChannel(addr, self._codec)
+            for p, addr in zip(Priority.by_rank(), announce.submit, strict=True)
+        }
+        self._results = RequestChannel(announce.results, self._codec)
+
+    async def _locate(self) -> Announce:
+        if self._explicit_address is not None:
+            return announce_from_base(self._explicit_address)
+        peer = DiscoveryPeer(self.discovery_address, self._codec)
+        try:
+            return await peer.announcement(self.timeout)
+        finally:
+            peer.close()
+
+    def stop(self) -> None:
+        """Close every socket. Safe to call more than once, and without ``await``."""
+        for channel in self._submit.values():
+            channel.close()
+        if self._results is not None:
+            self._results.close()
+        self._submit = {}
+        self._results = None
+
+    async def aclose(self) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # --- submitting -----------------------------------------------------------------------
+
+    async def delay(
+        self, task: TaskRef, *args: Any, priority: Priority | str | None = None, **kwargs: Any
+    ) -> str:
+        """Queue a task and return its id without waiting for it to run."""
+        return await self.apply_async(task, args, kwargs, priority=priority)
+
+    async def apply_async(
+        self,
+        task: TaskRef,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        priority: Priority | str | None = None,
+        task_id: str | None = None,
+    ) -> str:
+        """Queue a task; ``task_id`` makes the call idempotent across your own retries."""
+        spec = _spec(task, args, kwargs, task_id)
+        reply = await self._send_submit(_priority(task, priority), [spec], None, Accepted)
+        return reply.task_ids[0]
+
+    async def submit_task(
+        self,
+        task_name: TaskRef,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        priority: Priority | str | None = None,
+        timeout: float | None = None,
+    ) -> TaskResult:
+        """Queue a task and wait up to ``timeout`` seconds for its final result.
+
+        Returns the result whatever its status (success, failure, cancelled); raises
+        :class:`Timeout` if it is not final in time.
+        """
+        wait = self.timeout if timeout is None else timeout
+        spec = _spec(task_name, args, kwargs, None)
+        reply = await self._send_submit(_priority(task_name, priority), [spec], wait, Results)
+        return self._final(spec.id, reply.results[0], wait)
+
+    async def submit_batch(
+        self, items: Iterable[BatchItem | Mapping[str, Any] | tuple[Any, ...]]
+    ) -> list[str]:
+        """Queue many tasks, in messages of up to 1,000; returns ids in input order."""
+        by_priority: dict[Priority, list[TaskSpec]] = {}
+        ids: list[str] = []
+        for item in items:
+            b = _batch_item(item)
+            spec = _spec(b.task_name, b.args, b.kwargs, None)
+            by_priority.setdefault(_priority(b.task_name, b.priority), []).append(spec)
+            ids.append(spec.id)
+        sends = [
+            self._send_submit(p, specs[i : i + BATCH_CHUNK], None, Accepted)
+            for p, specs in by_priority.items()
+            for i in range(0, len(specs), BATCH_CHUNK)
+        ]
+        await asyncio.gather(*sends)
+        return ids
+
+    async def _send_submit(
+        self, priority: Priority, specs: list[TaskSpec], wait: float | None,
+        reply_type: type[Accepted] | type[Results],
+    ) -> Any:
+        self._require_started()
+        message = Submit(tasks=specs, wait=wait)
+        reply = await self._request(self._submit[priority], message, reply_type, wait)
+        if isinstance(reply, Results):
+            self._remember(r for r in reply.results if r is not None)
+        return reply
+
+    # --- results ----------------------------------------------------------------------------
+
+    async def get_task_result(self, task_id: str) -> TaskResult | None:
+        """What the control plane knows of the task now; ``None`` if unknown or expired."""
+        results = await self._get([task_id], None)
+        return results[0]
+
+    async def wait_result(self, task_id: str, timeout: float | None = None) -> TaskResult:
+        """Wait until the task is final and return its result (any status)."""
+        wait = self.timeout if timeout is None else timeout
+        results = await self._get([task_id], wait)
+        return self._final(task_id, results[0], wait)
+
+    async def wait(self, task_id: str, timeout: float | None = None) -> Any:
+        """Wait for the task and return its value; raise ``TaskFailed`` / ``TaskCancelled``."""
+        return unwrap(await self.wait_result(task_id, timeout))
+
+    async def _get(self, task_ids: list[str], wait: float | None) -> list[TaskResult | None]:
+        reply = await self._request(self._results_channel(), Get(task_ids=task_ids, wait=wait),
+                                    Results, wait)
+        self._remember(r for r in reply.results if r is not None)
+        return reply.results
+
+    def _final(self, task_id: str, result: TaskResult | None, wait: float) -> TaskResult:
+        if result is None:
+            raise TaskNotFound("task_not_found", f"task {task_id} is unknown or expired")
+        if not result.status.is_final:
+            raise Timeout(f"task {task_id} is still {result.status} after {wait:g} s")
+        return result
+
+    def get_result(self, task_id: str) -> TaskResult | None:
+        """The last result this client saw for the task (no network call)."""
+        return self._known.get(task_id)
+
+    def get_status(self, task_id: str) -> TaskState | None:
+        """The last status this client saw for the task (no network call)."""
+        known = self._known.get(task_id)
+        return known.status if known else None
+
+    async def cancel_task(self, task_id: str) -> bool:
+        """Cancel a task that has not finished; ``False`` if it already had."""
+        reply = await self._request(self._results_channel(), Cancel(task_id=task_id),
+                                    Cancelled, None)
+        return reply.changed
+
+    async def list_tasks(self, status: TaskState | str | None = None,
+                         limit: int = 100) -> list[TaskResult]:
+        state = TaskState(status) if status is not None else None
+        reply = await self._request(self._results_channel(),
+                                    ListTasks(status=state, limit=limit), TaskList, None)
+        return reply.tasks
+
+    async def list_workers(self) -> list[WorkerInfo]:
+        reply = await self._request(self._results_channel(), ListWorkers(), WorkerList, None)
+        return reply.workers
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    async def _request(
+        self, channel: RequestChannel, message: Message, reply_type: Any, wait: float | None
+    ) -> Any:
+        budget = self.timeout + (wait or 0.0)
+        for attempt in range(self.retries + 1):
+            try:
+                return await channel.request(message, reply_type, budget)
+            except (Timeout, ControlPlaneUnavailable):
+                if attempt == self.retries:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _results_channel(self) -> RequestChannel:
+        self._require_started()
+        assert self._results is not None
+        return self._results
+
+    def _require_started(self) -> None:
+        if self._results is None:
+            raise FastWorkerError("client is not started: use `await client.start()` "
+                                  "or `async with Client() as client`")
+
+    def _remember(self, results: Iterable[TaskResult]) -> None:
+        for r in results:
+            self._known[r.task_id] = r
+            self._known.move_to_end(r.task_id)
+        while len(self._known) > _KNOWN_RESULTS:
+            self._known.popitem(last=False)
+
+
+def unwrap(result: TaskResult) -> Any:
+    """A final result's value, or the SDK error for how it ended."""
+    if result.status == TaskState.SUCCESS:
+        return result.result
+    if result.status == TaskState.CANCELLED:
+        raise TaskCancelled(result.task_id)
+    if result.error is not None:
+        raise TaskFailed(result.task_id, result.error)
+    raise Timeout(f"task {result.task_id} is still {result.status}")
+
+
+def announce_from_base(address: str) -> Announce:
+    """The addresses of a control plane given its first submission address (``tcp://h:5555``)."""
+    scheme, sep, rest = address.partition("://")
+    host, _, port = rest.rpartition(":")
+    if scheme != "tcp" or not sep or not host or not port.isdigit():
+        raise ValueError(f"address must look like tcp://host:5555, got {address!r}")
+    ports = PortMap(base=int(port))
+    host = host.strip("[]")
+    return Announce(
+        instance_id="",
+        submit=[tcp_address(host, ports.submission(p)) for p in Priority.by_rank()],
+        results=tcp_address(host, ports.results),
+        registration=tcp_address(host, ports.registration),
+    )
+
+
+def _spec(task: TaskRef, args: Sequence[Any], kwargs: Mapping[str, Any] | None,
+          task_id: str | None) -> TaskSpec:
+    name = task if isinstance(task, str) else task.name
+    return TaskSpec(name=name, id=task_id or uuid.uuid4().hex, args=list(args),
+                    kwargs=dict(kwargs or {}))
+
+
+def _priority(task: TaskRef, priority: Priority | str | None) -> Priority:
+    if priority is not None:
+        return Priority.parse(priority)
+    return Priority.NORMAL if isinstance(task, str) else task.priority
+
+
+def _batch_item(item: BatchItem | Mapping[str, Any] | tuple[Any, ...]) -> BatchItem:
+    if isinstance(item, BatchItem):
+        return item
+    if isinstance(item, tuple):
+        return BatchItem(*item)
+    name = item.get("task_name", item.get("name"))
+    if not isinstance(name, str):
+        raise ValueError(f"batch item has no task_name: {item!r}")
+    return BatchItem(name, item.get("args", ()), item.get("kwargs") or {}, item.get("priority"))

@@ -1,0 +1,81 @@
+"""The one exception tree of the client SDK, grouped by what the caller can do about it.
+
+    FastWorkerError
+    +-- ControlPlaneUnavailable    nothing answered: start one, or fix the address
+    +-- Timeout (TimeoutError)     it answered, but not within the time you gave
+    +-- RequestRejected            the control plane refused the request (has ``.code``)
+    |   +-- UnknownTask            no subworker ever registered that task name
+    |   +-- InvalidArguments       args/kwargs do not fit the task's signature
+    |   +-- TaskNotFound           no such task id (never existed, or expired)
+    +-- TaskFailed                 the task ran and raised (remote type, message, traceback)
+    +-- TaskCancelled              the task was cancelled before it finished
+"""
+
+from __future__ import annotations
+
+from fastworker_protocol import ErrorCode, TaskError
+
+
+class FastWorkerError(Exception):
+    """Root of every error the SDK raises."""
+
+
+class ControlPlaneUnavailable(FastWorkerError):
+    """No control plane answered at the address tried."""
+
+
+class Timeout(FastWorkerError, TimeoutError):
+    """The control plane answered, but the operation did not finish in time."""
+
+
+class RequestRejected(FastWorkerError):
+    """The control plane replied with an error; ``code`` is the stable wire code."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class UnknownTask(RequestRejected):
+    pass
+
+
+class InvalidArguments(RequestRejected):
+    pass
+
+
+class TaskNotFound(RequestRejected):
+    pass
+
+
+class TaskFailed(FastWorkerError):
+    """The task raised. ``remote_type``, ``remote_message`` and ``remote_traceback`` are the
+    exception as the subworker saw it; ``reason`` says how it failed (``exception``,
+    ``worker_lost``, ``unserializable_result``...)."""
+
+    def __init__(self, task_id: str, error: TaskError) -> None:
+        super().__init__(f"task {task_id} failed: {error.type}: {error.message}")
+        self.task_id = task_id
+        self.remote_type = error.type
+        self.remote_message = error.message
+        self.remote_traceback = error.traceback
+        self.reason = error.reason
+
+
+class TaskCancelled(FastWorkerError):
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"task {task_id} was cancelled")
+        self.task_id = task_id
+
+
+_REJECTIONS: dict[str, type[RequestRejected]] = {
+    ErrorCode.UNKNOWN_TASK: UnknownTask,
+    ErrorCode.INVALID_ARGUMENTS: InvalidArguments,
+    ErrorCode.TASK_NOT_FOUND: TaskNotFound,
+}
+
+
+def rejection(code: str, message: str) -> RequestRejected:
+    """The exception for an error reply with wire ``code``."""
+    return _REJECTIONS.get(code, RequestRejected)(code, message)

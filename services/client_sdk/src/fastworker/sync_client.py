@@ -1,0 +1,123 @@
+"""The blocking client, for scripts and WSGI apps: the async client run on a private loop.
+
+Every method forwards to :class:`~fastworker.client.Client` on an event loop that lives in
+a daemon thread owned by this object, so there is exactly one implementation of each call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from fastworker.client import BatchItem, Client, TaskRef
+from fastworker_protocol import (
+    DEFAULT_DISCOVERY_ADDRESS,
+    Priority,
+    TaskResult,
+    TaskState,
+    WorkerInfo,
+)
+
+T = TypeVar("T")
+
+
+class SyncClient:
+    """Blocking FastWorker client; same arguments and methods as :class:`Client`."""
+
+    def __init__(
+        self, discovery_address: str = DEFAULT_DISCOVERY_ADDRESS, timeout: float = 30.0,
+        retries: int = 3, **options: Any,
+    ) -> None:
+        self._client = Client(discovery_address, timeout, retries, **options)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._loop is None:
+            coro.close()
+            raise RuntimeError("SyncClient is not started: call start() or use `with`")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def start(self) -> None:
+        if self._loop is not None:
+            return
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, name="fastworker-client", daemon=True)
+        thread.start()
+        self._loop, self._thread = loop, thread
+        try:
+            self._run(self._client.start())
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        self._client.stop()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()
+        self._loop = self._thread = None
+
+    close = stop
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def delay(self, task: TaskRef, *args: Any, priority: Priority | str | None = None,
+              **kwargs: Any) -> str:
+        return self._run(self._client.delay(task, *args, priority=priority, **kwargs))
+
+    def apply_async(self, task: TaskRef, args: Sequence[Any] = (),
+                    kwargs: Mapping[str, Any] | None = None, *,
+                    priority: Priority | str | None = None, task_id: str | None = None) -> str:
+        return self._run(self._client.apply_async(task, args, kwargs, priority=priority,
+                                                  task_id=task_id))
+
+    def submit_task(self, task_name: TaskRef, args: Sequence[Any] = (),
+                    kwargs: Mapping[str, Any] | None = None,
+                    priority: Priority | str | None = None,
+                    timeout: float | None = None) -> TaskResult:
+        return self._run(self._client.submit_task(task_name, args, kwargs, priority, timeout))
+
+    def submit_batch(
+        self, items: Iterable[BatchItem | Mapping[str, Any] | tuple[Any, ...]]
+    ) -> list[str]:
+        return self._run(self._client.submit_batch(list(items)))
+
+    def get_task_result(self, task_id: str) -> TaskResult | None:
+        return self._run(self._client.get_task_result(task_id))
+
+    def wait_result(self, task_id: str, timeout: float | None = None) -> TaskResult:
+        return self._run(self._client.wait_result(task_id, timeout))
+
+    def wait(self, task_id: str, timeout: float | None = None) -> Any:
+        return self._run(self._client.wait(task_id, timeout))
+
+    def get_result(self, task_id: str) -> TaskResult | None:
+        return self._client.get_result(task_id)
+
+    def get_status(self, task_id: str) -> TaskState | None:
+        return self._client.get_status(task_id)
+
+    def cancel_task(self, task_id: str) -> bool:
+        return self._run(self._client.cancel_task(task_id))
+
+    def list_tasks(self, status: TaskState | str | None = None,
+                   limit: int = 100) -> list[TaskResult]:
+        return self._run(self._client.list_tasks(status, limit))
+
+    def list_workers(self) -> list[WorkerInfo]:
+        return self._run(self._client.list_workers())

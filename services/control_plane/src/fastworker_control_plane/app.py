@@ -1,0 +1,155 @@
+"""The control plane process: binds every socket, wires the servers to the engine, runs
+the embedded subworker and the upkeep loop, and shuts all of it down in order."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+
+import pynng
+import structlog
+
+from fastworker import TaskRegistry, default_registry
+from fastworker_control_plane.config import ControlPlaneConfig
+from fastworker_control_plane.core.board import BoardConfig, TaskBoard
+from fastworker_control_plane.engine import Clock, Engine
+from fastworker_control_plane.servers import registration, results, submission
+from fastworker_control_plane.servers.discovery import DiscoveryAnnouncer
+from fastworker_control_plane.servers.reply_server import Handler, ReplyServer
+from fastworker_protocol import Announce, Codec, Message, Priority
+from fastworker_subworker import Subworker, SubworkerConfig
+
+log = structlog.get_logger(__name__)
+
+_UPKEEP_INTERVAL = 1.0
+_SWEEP_EVERY = 30  # upkeep ticks between result-cache sweeps
+
+
+class PortInUse(OSError):
+    pass
+
+
+class ControlPlane:
+    def __init__(self, config: ControlPlaneConfig | None = None,
+                 registry: TaskRegistry | None = None, *, clock: Clock = time.time) -> None:
+        self.config = config or ControlPlaneConfig()
+        self.registry = registry if registry is not None else default_registry
+        self.instance_id = uuid.uuid4().hex
+        self.codec = Codec(self.config.max_message_size)
+        board = TaskBoard(BoardConfig(self.config.max_redeliveries, self.config.result_max_size,
+                                      self.config.result_ttl))
+        self.engine = Engine(board, heartbeat_timeout=self.config.heartbeat_timeout, clock=clock)
+        self._servers: list[ReplyServer] = []
+        self._announcer: DiscoveryAnnouncer | None = None
+        self._local: Subworker | None = None
+        self._local_run: asyncio.Task[None] | None = None
+        self._background: list[asyncio.Task[None]] = []
+        self._stop = asyncio.Event()
+        self._local_address = f"inproc://fastworker-{self.instance_id}"
+
+    @property
+    def announcement(self) -> Announce:
+        ports, cfg = self.config.ports, self.config
+        return Announce(
+            instance_id=self.instance_id,
+            submit=[cfg.advertise(ports.submission(p)) for p in Priority.by_rank()],
+            results=cfg.advertise(ports.results),
+            registration=cfg.advertise(ports.registration),
+            version="0.1.0",
+        )
+
+    async def start(self) -> None:
+        cfg, ports, engine = self.config, self.config.ports, self.engine
+        engine.board.learn_tasks(t.signature() for t in self.registry)
+        local_id = f"local-{self.instance_id[:12]}" if cfg.local_concurrency else None
+        for priority in Priority.by_rank():
+            handler = submission.SubmissionHandler(engine, priority, cfg.max_wait)
+            self._serve(f"submit-{priority}", [cfg.bind(ports.submission(priority))], handler,
+                        submission.SERVES)
+        self._serve("results", [cfg.bind(ports.results)],
+                    results.ResultsHandler(engine, cfg.max_wait), results.SERVES)
+        reg = self._serve("registration", [cfg.bind(ports.registration), self._local_address],
+                          registration.RegistrationHandler(engine, self.instance_id, local_id),
+                          registration.SERVES)
+        loop = asyncio.get_running_loop()
+        reg.add_post_pipe_remove_cb(
+            lambda pipe: _call_soon(loop, engine.pipe_closed, pipe.id))
+        bus = self._bind(pynng.Bus0, [cfg.bind(cfg.discovery_port)])
+        self._announcer = DiscoveryAnnouncer(bus, self.codec, self.announcement,
+                                             cfg.announce_interval)
+        self._announcer.start()
+        self._background.append(loop.create_task(self._upkeep()))
+        if local_id is not None:
+            self._local = Subworker(
+                SubworkerConfig(concurrency=cfg.local_concurrency,
+                                shutdown_timeout=cfg.shutdown_timeout,
+                                max_message_size=cfg.max_message_size),
+                self.registry, registration_address=self._local_address, worker_id=local_id)
+            self._local_run = loop.create_task(self._local.run())
+        log.info("control plane started", instance=self.instance_id,
+                 submit=self.announcement.submit[0], discovery=cfg.bind(cfg.discovery_port),
+                 advertised=cfg.advertised, local_concurrency=cfg.local_concurrency,
+                 tasks=engine.board.known_task_names())
+
+    def _bind(self, factory: type[pynng.Socket], addresses: list[str]) -> pynng.Socket:
+        sock = factory(recv_max_size=2 * self.codec.max_message_size)
+        try:
+            for address in addresses:
+                sock.listen(address)
+        except pynng.AddressInUse:
+            sock.close()
+            raise PortInUse(f"{addresses[0]} is already in use: is another control plane "
+                            "running? (choose other ports with --base-port/--discovery-port)"
+                            ) from None
+        return sock
+
+    def _serve(self, name: str, addresses: list[str], handler: Handler,
+               serves: tuple[type[Message], ...]) -> pynng.Socket:
+        sock = self._bind(pynng.Rep0, addresses)
+        server = ReplyServer(name, sock, self.codec, handler, serves)
+        server.start()
+        self._servers.append(server)
+        return sock
+
+    async def _upkeep(self) -> None:
+        tick = 0
+        while True:
+            await asyncio.sleep(_UPKEEP_INTERVAL)
+            tick += 1
+            self.engine.maintain(sweep=tick % _SWEEP_EVERY == 0)
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    async def run(self) -> None:
+        """Start, serve until ``request_stop``, then shut down."""
+        await self.start()
+        try:
+            await self._stop.wait()
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        """Drain the embedded subworker, stop taking work, close every socket."""
+        if self._local is not None and self._local_run is not None:
+            self._local.request_stop()
+            await asyncio.gather(self._local_run, return_exceptions=True)
+            self._local, self._local_run = None, None
+        self.engine.close()
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        for server in self._servers:
+            await server.close()
+        if self._announcer is not None:
+            await self._announcer.close()
+        self._servers, self._background, self._announcer = [], [], None
+        log.info("control plane stopped", instance=self.instance_id)
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, fn: object, *args: object) -> None:
+    """Hand a callback from an NNG thread to the event loop, unless it has closed."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(fn, *args)  # type: ignore[arg-type]

@@ -1,0 +1,63 @@
+"""The control plane's settings; every one is also a CLI flag and a FASTWORKER_ variable."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+
+from fastworker_control_plane.core.result_cache import DEFAULT_MAX_SIZE, DEFAULT_TTL
+from fastworker_protocol import (
+    DEFAULT_BASE_PORT,
+    DEFAULT_DISCOVERY_PORT,
+    DEFAULT_MAX_MESSAGE_SIZE,
+    PortMap,
+    tcp_address,
+)
+
+_WILDCARDS = {"0.0.0.0", "::", "*", ""}
+
+
+@dataclass(frozen=True)
+class ControlPlaneConfig:
+    host: str = "127.0.0.1"
+    advertise_host: str | None = None
+    base_port: int = DEFAULT_BASE_PORT
+    discovery_port: int = DEFAULT_DISCOVERY_PORT
+    local_concurrency: int = field(default_factory=lambda: os.cpu_count() or 1)
+    shutdown_timeout: float = 30.0
+    result_ttl: float = DEFAULT_TTL
+    result_max_size: int = DEFAULT_MAX_SIZE
+    max_redeliveries: int = 3
+    heartbeat_timeout: float = 10.0
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    max_wait: float = 3600.0
+    announce_interval: float = 2.0
+
+    def __post_init__(self) -> None:
+        PortMap(self.base_port)  # validates the range
+        if not 0 < self.discovery_port <= 65535:
+            raise ValueError(f"discovery port {self.discovery_port} is outside 1..65535")
+        if self.base_port <= self.discovery_port <= PortMap(self.base_port).registration:
+            raise ValueError(f"discovery port {self.discovery_port} collides with the "
+                             f"{self.base_port}..{PortMap(self.base_port).registration} range")
+        if self.local_concurrency < 0:
+            raise ValueError("local concurrency must be >= 0")
+
+    @property
+    def ports(self) -> PortMap:
+        return PortMap(self.base_port)
+
+    @property
+    def advertised(self) -> str:
+        """The host peers should dial: never a wildcard bind address."""
+        if self.advertise_host:
+            return self.advertise_host
+        return socket.gethostname() if self.host in _WILDCARDS else self.host
+
+    def bind(self, port: int) -> str:
+        host = "0.0.0.0" if self.host in {"*", ""} else self.host
+        return tcp_address(host, port)
+
+    def advertise(self, port: int) -> str:
+        return tcp_address(self.advertised, port)

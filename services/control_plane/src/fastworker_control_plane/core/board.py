@@ -1,0 +1,296 @@
+"""The task board: every live task, the priority queues, the subworkers, the results.
+
+It is the control plane's whole state and decides everything (accept, dispatch,
+redeliver, finish, cancel) without I/O: the servers call it with ``now`` and act on what
+it returns. Final results leave the board's task table for the result cache.
+"""
+
+from __future__ import annotations
+
+import uuid
+from itertools import chain, islice
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+
+from fastworker_control_plane.core.arguments import ArgumentChecker
+from fastworker_control_plane.core.dispatch_policy import least_loaded
+from fastworker_control_plane.core.queues import PriorityQueues
+from fastworker_control_plane.core.records import TaskRecord
+from fastworker_control_plane.core.result_cache import DEFAULT_MAX_SIZE, DEFAULT_TTL, ResultCache
+from fastworker_control_plane.core.workers import WorkerRegistry, WorkerSlot
+from fastworker_protocol import (
+    Assignment,
+    ErrorCode,
+    Outcome,
+    Priority,
+    TaskError,
+    TaskEvent,
+    TaskResult,
+    TaskSignature,
+    TaskSpec,
+    TaskState,
+    WorkerInfo,
+    WorkerState,
+)
+
+# How far past an undispatchable task (no ready worker runs its name) dispatch looks.
+_DISPATCH_SCAN_LIMIT = 1024
+_HELD = (TaskState.ASSIGNED, TaskState.RUNNING)
+
+
+class Rejected(Exception):
+    """A request the board refuses; ``code`` is the wire error code."""
+
+    def __init__(self, code: ErrorCode, message: str, **detail: object) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class BoardConfig:
+    max_redeliveries: int = 3
+    result_max_size: int = DEFAULT_MAX_SIZE
+    result_ttl: float = DEFAULT_TTL
+
+
+class TaskBoard:
+    def __init__(self, config: BoardConfig | None = None) -> None:
+        self.config = config or BoardConfig()
+        self.queues = PriorityQueues()
+        self.workers = WorkerRegistry()
+        self.results: ResultCache[TaskResult] = ResultCache(
+            self.config.result_max_size, self.config.result_ttl
+        )
+        self._tasks: dict[str, TaskRecord] = {}
+        self._checkers: dict[str, ArgumentChecker] = {}
+
+    # --- submissions -------------------------------------------------------------------------
+
+    def submit(self, specs: Sequence[TaskSpec], priority: Priority, now: float) -> list[str]:
+        """Accept all of ``specs`` or none (raises ``Rejected`` naming the first bad one).
+
+        A spec whose id is already known (live or in the result cache) is not queued again:
+        its id is returned as if accepted, which is what makes client retries safe.
+        """
+        for index, spec in enumerate(specs):
+            checker = self._checkers.get(spec.name)
+            if checker is None:
+                raise Rejected(ErrorCode.UNKNOWN_TASK,
+                               f"no subworker has registered a task named {spec.name!r}",
+                               index=index, task_name=spec.name)
+            problem = checker.problem(spec.args, spec.kwargs)
+            if problem is not None:
+                raise Rejected(ErrorCode.INVALID_ARGUMENTS, problem, index=index,
+                               task_name=spec.name)
+        ids = []
+        for spec in specs:
+            task_id = spec.id or uuid.uuid4().hex
+            ids.append(task_id)
+            if task_id in self._tasks or task_id in self.results:
+                continue
+            record = TaskRecord.from_spec(spec, priority, now)
+            record.id = task_id
+            record.apply(TaskEvent.ENQUEUE)
+            self._tasks[task_id] = record
+            self.queues.push(task_id, priority)
+        return ids
+
+    def learn_tasks(self, signatures: Iterable[TaskSignature]) -> None:
+        """Accept submissions of these tasks even before a subworker that runs them joins."""
+        try:
+            self._checkers.update({s.name: ArgumentChecker(s) for s in signatures})
+        except (ValueError, TypeError) as exc:
+            raise Rejected(ErrorCode.INVALID_MESSAGE, f"bad task signature: {exc}") from None
+
+    def known_task_names(self) -> list[str]:
+        return sorted(self._checkers)
+
+    # --- subworkers ----------------------------------------------------------------------------
+
+    def register(
+        self, worker_id: str, name: str, concurrency: int, signatures: Iterable[TaskSignature],
+        now: float, *, local: bool = False,
+    ) -> list[TaskResult]:
+        """Add a subworker. Re-registering an id first removes the old registration (its
+        tasks are redelivered); returns tasks that became final doing so."""
+        if concurrency < 1:
+            raise Rejected(ErrorCode.INVALID_MESSAGE, "concurrency must be at least 1")
+        signatures = list(signatures)
+        self.learn_tasks(signatures)
+        finished = self.remove_worker(worker_id, now)
+        names = frozenset(s.name for s in signatures)
+        self.workers.add(WorkerSlot(worker_id, name, concurrency, names, now, local=local))
+        return finished
+
+    def touch(self, worker_id: str, now: float) -> WorkerSlot:
+        """Record that the worker is alive; raises ``Rejected`` if it is not registered."""
+        slot = self.workers.get(worker_id)
+        if slot is None:
+            raise Rejected(ErrorCode.UNKNOWN_WORKER,
+                           f"worker {worker_id!r} is not registered: register again")
+        slot.last_seen = now
+        return slot
+
+    def drain(self, worker_id: str, now: float) -> None:
+        self.touch(worker_id, now).state = WorkerState.DRAINING
+
+    def remove_worker(self, worker_id: str, now: float) -> list[TaskResult]:
+        """Forget a worker and redeliver what it held; returns tasks that became final
+        because they ran out of redeliveries."""
+        slot = self.workers.pop(worker_id)
+        if slot is None:
+            return []
+        finished = []
+        for task_id in slot.in_flight:
+            record = self._tasks.get(task_id)
+            if record is not None and record.worker_id == worker_id and record.state in _HELD:
+                result = self._redeliver(record, now, reason="worker_lost")
+                if result is not None:
+                    finished.append(result)
+        return finished
+
+    def expire_silent(self, now: float, timeout: float) -> tuple[list[str], list[TaskResult]]:
+        """Remove workers silent for ``timeout`` seconds."""
+        removed = self.workers.silent_since(now - timeout)
+        finished = [r for wid in removed for r in self.remove_worker(wid, now)]
+        return removed, finished
+
+    def list_workers(self, now: float) -> list[WorkerInfo]:
+        return [w.info(now) for w in self.workers]
+
+    # --- dispatch -----------------------------------------------------------------------------
+
+    def dispatch(self, ready: Collection[str]) -> dict[str, list[Assignment]]:
+        """Hand queued tasks, most urgent first, to the least-loaded of the ``ready``
+        workers (those waiting for work) that run each task's name."""
+        slots = [s for wid in ready if (s := self.workers.get(wid)) and s.accepts_work]
+        plan: dict[str, list[Assignment]] = {}
+        skipped: list[TaskRecord] = []
+        while slots and len(self.queues) and len(skipped) < _DISPATCH_SCAN_LIMIT:
+            if all(len(s.in_flight) >= s.concurrency for s in slots):
+                break
+            task_id = self.queues.pop(self._is_queued)
+            if task_id is None:
+                break
+            record = self._tasks[task_id]
+            chosen = least_loaded(s.load() for s in slots if record.name in s.tasks)
+            if chosen is None:
+                skipped.append(record)
+                continue
+            slot = self.workers.get(chosen)
+            assert slot is not None
+            record.apply(TaskEvent.ASSIGN)
+            record.attempts += 1
+            record.worker_id = chosen
+            slot.in_flight.add(task_id)
+            slot.assigned_total += 1
+            plan.setdefault(chosen, []).append(record.assignment())
+        for record in reversed(skipped):
+            self.queues.push(record.id, record.priority, front=True)
+        return plan
+
+    def _is_queued(self, task_id: str) -> bool:
+        record = self._tasks.get(task_id)
+        return record is not None and record.state == TaskState.QUEUED
+
+    # --- reports ------------------------------------------------------------------------------
+
+    def report(
+        self, worker_id: str, started: Iterable[str], outcomes: Iterable[Outcome], now: float
+    ) -> list[TaskResult]:
+        """Apply a subworker's report; returns the tasks that became final."""
+        slot = self.touch(worker_id, now)
+        for task_id in started:
+            record = self._held_by(task_id, worker_id)
+            if record is not None and record.state == TaskState.ASSIGNED:
+                record.apply(TaskEvent.START)
+                record.started_at = now
+        finished = []
+        for outcome in outcomes:
+            if outcome.task_id in slot.in_flight:
+                slot.in_flight.discard(outcome.task_id)
+                slot.completed += 1
+            record = self._held_by(outcome.task_id, worker_id)
+            if record is None:
+                continue  # cancelled, or redelivered elsewhere after this worker was lost
+            result = self._apply_outcome(record, outcome, now)
+            if result is not None:
+                finished.append(result)
+        return finished
+
+    def _apply_outcome(self, record: TaskRecord, outcome: Outcome, now: float) -> TaskResult | None:
+        if record.started_at is None:
+            record.started_at = outcome.started_at or now
+        if outcome.requeue:
+            return self._redeliver(record, now, reason="interrupted")
+        if outcome.ok:
+            record.result = outcome.result
+            return self._finish(record, TaskEvent.SUCCEED, now)
+        record.error = outcome.error or TaskError(type="Error", message="unknown failure")
+        return self._finish(record, TaskEvent.FAIL, now)
+
+    def _held_by(self, task_id: str, worker_id: str) -> TaskRecord | None:
+        record = self._tasks.get(task_id)
+        if record is None or record.worker_id != worker_id or record.state not in _HELD:
+            return None
+        return record
+
+    def _redeliver(self, record: TaskRecord, now: float, reason: str) -> TaskResult | None:
+        if record.attempts > self.config.max_redeliveries:
+            record.error = TaskError(
+                type="WorkerLost",
+                message=f"the subworker running the task was lost {record.attempts} times "
+                        f"(last: {reason}); giving up after {self.config.max_redeliveries} "
+                        "redeliveries",
+                reason="worker_lost",
+            )
+            return self._finish(record, TaskEvent.FAIL, now)
+        record.apply(TaskEvent.REQUEUE)
+        record.worker_id = None
+        record.started_at = None
+        self.queues.push(record.id, record.priority, front=True)
+        return None
+
+    def _finish(self, record: TaskRecord, event: TaskEvent, now: float) -> TaskResult:
+        record.apply(event)
+        record.finished_at = now
+        del self._tasks[record.id]
+        result = record.snapshot()
+        self.results.put(record.id, result, now)
+        return result
+
+    # --- queries and cancel ----------------------------------------------------------------------
+
+    def get(self, task_id: str, now: float) -> TaskResult | None:
+        record = self._tasks.get(task_id)
+        if record is not None:
+            return record.snapshot()
+        return self.results.get(task_id, now)
+
+    def cancel(self, task_id: str, now: float) -> tuple[TaskResult, bool]:
+        """Cancel a task that is not final. A running task's eventual outcome is discarded.
+
+        Returns the task's result now and whether this call changed it.
+        """
+        record = self._tasks.get(task_id)
+        if record is None:
+            final = self.results.get(task_id, now)
+            if final is None:
+                raise Rejected(ErrorCode.TASK_NOT_FOUND, f"task {task_id} is unknown or expired")
+            return final, False
+        if record.state == TaskState.QUEUED:
+            self.queues.discard(record.priority)
+        return self._finish(record, TaskEvent.CANCEL, now), True
+
+    def list_tasks(self, status: TaskState | None, limit: int, now: float) -> list[TaskResult]:
+        """Most recent first: live tasks, then cached results."""
+        live = (r.snapshot() for r in reversed(self._tasks.values()))
+        done = reversed(self.results.values(now))
+        matching = (r for r in chain(live, done) if status is None or r.status == status)
+        return list(islice(matching, max(0, limit)))
+
+    def __len__(self) -> int:
+        """Live (not final) tasks."""
+        return len(self._tasks)

@@ -1,0 +1,56 @@
+"""A live task as the control plane holds it until it is final."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fastworker_protocol import (
+    Assignment,
+    Priority,
+    TaskError,
+    TaskEvent,
+    TaskResult,
+    TaskSpec,
+    TaskState,
+    next_task_state,
+)
+
+
+@dataclass(slots=True)
+class TaskRecord:
+    id: str
+    name: str
+    priority: Priority
+    args: list[Any]
+    kwargs: dict[str, Any]
+    headers: dict[str, str]
+    submitted_at: float
+    state: TaskState = TaskState.PENDING
+    attempts: int = 0
+    worker_id: str | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    result: Any = None
+    error: TaskError | None = None
+
+    @classmethod
+    def from_spec(cls, spec: TaskSpec, priority: Priority, now: float) -> TaskRecord:
+        return cls(spec.id, spec.name, priority, spec.args, spec.kwargs, spec.headers, now)
+
+    def apply(self, event: TaskEvent) -> TaskState:
+        """Move along the transition table; raises ``InvalidTransition`` if not allowed."""
+        self.state = next_task_state(self.state, event)
+        return self.state
+
+    def assignment(self) -> Assignment:
+        return Assignment(id=self.id, name=self.name, args=self.args, kwargs=self.kwargs,
+                          headers=self.headers, attempt=self.attempts)
+
+    def snapshot(self) -> TaskResult:
+        return TaskResult(
+            task_id=self.id, name=self.name, status=self.state, priority=self.priority,
+            result=self.result, error=self.error, attempts=self.attempts,
+            worker_id=self.worker_id, submitted_at=self.submitted_at,
+            started_at=self.started_at, finished_at=self.finished_at,
+        )

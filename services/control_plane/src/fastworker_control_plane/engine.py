@@ -1,0 +1,144 @@
+"""The control plane's engine: the task board plus the asyncio glue around it.
+
+It owns the held requests (clients waiting for results, subworkers waiting for work),
+reads the clock, and runs dispatch once per event-loop turn however many submissions
+and reports arrived in it, so work moves in batches under load.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable, Sequence
+
+import structlog
+
+from fastworker_control_plane.core.board import TaskBoard
+from fastworker_control_plane.servers.waiters import CompletionWaiters
+from fastworker_protocol import Assignment, Outcome, Priority, TaskResult, TaskSpec
+
+log = structlog.get_logger(__name__)
+
+Clock = Callable[[], float]
+
+
+class Engine:
+    def __init__(self, board: TaskBoard, *, heartbeat_timeout: float,
+                 clock: Clock = time.time) -> None:
+        self.board = board
+        self.heartbeat_timeout = heartbeat_timeout
+        self.clock = clock
+        self.waiters = CompletionWaiters()
+        self._fetches: dict[str, asyncio.Future[list[Assignment]]] = {}
+        self._worker_pipes: dict[str, int] = {}
+        self._dispatch_scheduled = False
+        self.accepting = True
+
+    # --- clients -------------------------------------------------------------------------
+
+    def submit(self, specs: Sequence[TaskSpec], priority: Priority) -> list[str]:
+        ids = self.board.submit(specs, priority, self.clock())
+        self.kick()
+        return ids
+
+    def lookup(self, task_id: str) -> TaskResult | None:
+        return self.board.get(task_id, self.clock())
+
+    async def wait(self, task_ids: list[str], timeout: float) -> list[TaskResult | None]:
+        return await self.waiters.wait(task_ids, timeout, self.lookup)
+
+    def cancel(self, task_id: str) -> tuple[TaskResult, bool]:
+        result, changed = self.board.cancel(task_id, self.clock())
+        if changed:
+            self.finished([result])
+        return result, changed
+
+    # --- subworkers ------------------------------------------------------------------------
+
+    def seen(self, worker_id: str, pipe_id: int) -> None:
+        """Remember which connection a worker speaks over, to notice when it drops."""
+        if pipe_id >= 0:
+            self._worker_pipes[worker_id] = pipe_id
+
+    async def fetch(self, worker_id: str, wait: float) -> list[Assignment]:
+        """Hold until dispatch hands this worker tasks, or ``wait`` seconds pass."""
+        self.board.touch(worker_id, self.clock())
+        previous = self._fetches.pop(worker_id, None)
+        if previous is not None and not previous.done():
+            previous.set_result([])
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[list[Assignment]] = loop.create_future()
+        self._fetches[worker_id] = future
+        expiry = loop.call_later(max(0.0, wait), self._expire_fetch, worker_id, future)
+        self.kick()
+        try:
+            return await future
+        finally:
+            expiry.cancel()
+            if self._fetches.get(worker_id) is future:
+                del self._fetches[worker_id]
+
+    def _expire_fetch(self, worker_id: str, future: asyncio.Future[list[Assignment]]) -> None:
+        if self._fetches.get(worker_id) is future:
+            del self._fetches[worker_id]
+        if not future.done():
+            future.set_result([])
+
+    def report(self, worker_id: str, started: Iterable[str], outcomes: Iterable[Outcome]) -> None:
+        self.finished(self.board.report(worker_id, started, outcomes, self.clock()))
+        self.kick()
+
+    def remove_worker(self, worker_id: str, reason: str) -> None:
+        if self.board.workers.get(worker_id) is None:
+            return
+        log.info("subworker removed", worker_id=worker_id, reason=reason)
+        self.finished(self.board.remove_worker(worker_id, self.clock()))
+        self._worker_pipes.pop(worker_id, None)
+        pending = self._fetches.pop(worker_id, None)
+        if pending is not None and not pending.done():
+            pending.set_result([])
+        self.kick()
+
+    def pipe_closed(self, pipe_id: int) -> None:
+        for worker_id, pipe in list(self._worker_pipes.items()):
+            if pipe == pipe_id:
+                self.remove_worker(worker_id, "disconnected")
+
+    # --- housekeeping ----------------------------------------------------------------------
+
+    def finished(self, results: Iterable[TaskResult]) -> None:
+        self.waiters.resolve(results)
+
+    def kick(self) -> None:
+        """Run dispatch at the end of this event-loop turn (once, however often kicked)."""
+        if not self._dispatch_scheduled:
+            self._dispatch_scheduled = True
+            asyncio.get_running_loop().call_soon(self._dispatch)
+
+    def _dispatch(self) -> None:
+        self._dispatch_scheduled = False
+        if not self._fetches or not len(self.board.queues):
+            return
+        for worker_id, tasks in self.board.dispatch(self._fetches.keys()).items():
+            future = self._fetches.pop(worker_id)
+            future.set_result(tasks)
+
+    def maintain(self, *, sweep: bool = True) -> None:
+        """Periodic upkeep: expire silent workers and (if ``sweep``) old results."""
+        now = self.clock()
+        if sweep:
+            self.board.results.sweep(now)
+        removed, finished = self.board.expire_silent(now, self.heartbeat_timeout)
+        for worker_id in removed:
+            log.warning("subworker missed its heartbeats", worker_id=worker_id)
+            self._worker_pipes.pop(worker_id, None)
+        if removed:
+            self.finished(finished)
+            self.kick()
+
+    def close(self) -> None:
+        self.accepting = False
+        for future in self._fetches.values():
+            if not future.done():
+                future.set_result([])
+        self._fetches.clear()

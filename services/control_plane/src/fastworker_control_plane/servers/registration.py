@@ -1,0 +1,58 @@
+"""Registration server: subworker REQ -> control plane REP on base+5.
+
+Subworkers register, then pull work with ``Fetch`` (held until there is work: the
+dispatch channel), push ``Report``s of started and finished tasks, and say ``Drain`` and
+``Unregister`` when they stop. See PROTOCOL.md for why this replaces SURVEYOR/RESPONDENT.
+"""
+
+from __future__ import annotations
+
+from fastworker_control_plane.engine import Engine
+from fastworker_protocol import (
+    Ack,
+    Assign,
+    Drain,
+    Fetch,
+    Message,
+    Register,
+    Registered,
+    Report,
+    Unregister,
+)
+
+SERVES: tuple[type[Message], ...] = (Register, Fetch, Report, Drain, Unregister)
+MAX_FETCH_WAIT = 5.0
+
+
+class RegistrationHandler:
+    def __init__(self, engine: Engine, instance_id: str, local_worker_id: str | None) -> None:
+        self._engine = engine
+        self._instance_id = instance_id
+        self._local_worker_id = local_worker_id
+
+    async def __call__(self, message: Message, pipe_id: int) -> Message:
+        engine = self._engine
+        match message:
+            case Fetch(worker_id=worker_id, wait=wait):
+                engine.seen(worker_id, pipe_id)
+                tasks = await engine.fetch(worker_id, min(wait, MAX_FETCH_WAIT))
+                return Assign(tasks=tasks)
+            case Report(worker_id=worker_id, started=started, outcomes=outcomes):
+                engine.seen(worker_id, pipe_id)
+                engine.report(worker_id, started, outcomes)
+                return Ack()
+            case Register(worker_id=worker_id, name=name, concurrency=concurrency, tasks=tasks):
+                local = worker_id == self._local_worker_id
+                engine.finished(engine.board.register(worker_id, name, concurrency, tasks,
+                                                      engine.clock(), local=local))
+                engine.seen(worker_id, pipe_id)
+                engine.kick()
+                return Registered(worker_id=worker_id, control_plane_id=self._instance_id,
+                                  heartbeat_timeout=engine.heartbeat_timeout)
+            case Drain(worker_id=worker_id):
+                engine.board.drain(worker_id, engine.clock())
+                return Ack()
+            case Unregister(worker_id=worker_id):
+                engine.remove_worker(worker_id, "unregistered")
+                return Ack()
+        raise AssertionError(f"unexpected {message!r}")  # ReplyServer filters by SERVES

@@ -1,0 +1,43 @@
+"""Results server: client REQ -> control plane REP on base+4 (results, status, cancel,
+listings)."""
+
+from __future__ import annotations
+
+from fastworker_control_plane.engine import Engine
+from fastworker_protocol import (
+    Cancel,
+    Cancelled,
+    Get,
+    ListTasks,
+    ListWorkers,
+    Message,
+    Results,
+    TaskList,
+    WorkerList,
+)
+
+SERVES: tuple[type[Message], ...] = (Get, Cancel, ListTasks, ListWorkers)
+MAX_LISTED = 10_000
+
+
+class ResultsHandler:
+    def __init__(self, engine: Engine, max_wait: float) -> None:
+        self._engine = engine
+        self._max_wait = max_wait
+
+    async def __call__(self, message: Message, pipe_id: int) -> Message:
+        engine = self._engine
+        match message:
+            case Get(task_ids=task_ids, wait=None):
+                return Results(results=[engine.lookup(t) for t in task_ids])
+            case Get(task_ids=task_ids, wait=wait):
+                return Results(results=await engine.wait(task_ids, min(wait, self._max_wait)))
+            case Cancel(task_id=task_id):
+                result, changed = engine.cancel(task_id)
+                return Cancelled(task_id=task_id, status=result.status, changed=changed)
+            case ListTasks(status=status, limit=limit):
+                tasks = engine.board.list_tasks(status, min(limit, MAX_LISTED), engine.clock())
+                return TaskList(tasks=tasks)
+            case ListWorkers():
+                return WorkerList(workers=engine.board.list_workers(engine.clock()))
+        raise AssertionError(f"unexpected {message!r}")  # ReplyServer filters by SERVES

@@ -1,0 +1,29 @@
+"""Submission server: client REQ -> control plane REP, one socket per priority.
+
+The port a ``Submit`` arrives on is its tasks' priority.
+"""
+
+from __future__ import annotations
+
+from fastworker_control_plane.engine import Engine
+from fastworker_protocol import Accepted, ErrorCode, Message, Priority, Results, Submit
+from fastworker_control_plane.core.board import Rejected
+
+SERVES: tuple[type[Message], ...] = (Submit,)
+
+
+class SubmissionHandler:
+    def __init__(self, engine: Engine, priority: Priority, max_wait: float) -> None:
+        self._engine = engine
+        self._priority = priority
+        self._max_wait = max_wait
+
+    async def __call__(self, message: Message, pipe_id: int) -> Message:
+        assert isinstance(message, Submit)
+        if not self._engine.accepting:
+            raise Rejected(ErrorCode.SHUTTING_DOWN, "the control plane is shutting down")
+        task_ids = self._engine.submit(message.tasks, self._priority)
+        if message.wait is None:
+            return Accepted(task_ids=task_ids)
+        results = await self._engine.wait(task_ids, min(message.wait, self._max_wait))
+        return Results(results=results)

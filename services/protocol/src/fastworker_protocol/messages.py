@@ -1,0 +1,272 @@
+"""Every message on the wire, as frozen structs tagged by ``op``.
+
+Each struct encodes as a msgpack map ``{"op": <tag>, "v": 1, <fields>...}``. Field order on
+the wire does not matter; unknown fields are ignored (the version rule in PROTOCOL.md).
+Records that only ever travel inside a message (``TaskSpec``, ``TaskResult``, ...) carry
+no ``op``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from fastworker_protocol.priority import Priority
+from fastworker_protocol.errors import ErrorCode
+from fastworker_protocol.states import TaskState, WorkerState
+
+PROTOCOL_VERSION = 1
+
+
+class Record(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=False):
+    """A plain record nested in messages."""
+
+
+class Message(Record, tag_field="op", kw_only=True):
+    """Base of every top-level message."""
+
+    v: int = PROTOCOL_VERSION
+
+
+# --- records ----------------------------------------------------------------------------
+
+
+class TaskSpec(Record):
+    """A task as submitted. An empty ``id`` asks the control plane to assign one."""
+
+    name: str
+    id: str = ""
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    headers: dict[str, str] = {}
+
+
+class Assignment(Record):
+    """A task handed to a subworker; ``attempt`` counts deliveries, starting at 1."""
+
+    id: str
+    name: str
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    headers: dict[str, str] = {}
+    attempt: int = 1
+
+
+class TaskError(Record):
+    """Why a task failed: the remote exception's type, message and formatted traceback."""
+
+    type: str
+    message: str
+    traceback: str = ""
+    reason: str = "exception"  # exception | worker_lost | unserializable_result | cancelled
+
+
+class TaskResult(Record):
+    """What the control plane knows of one task. Times are Unix seconds."""
+
+    task_id: str
+    name: str
+    status: TaskState
+    priority: Priority = Priority.NORMAL
+    result: Any = None
+    error: TaskError | None = None
+    attempts: int = 0
+    worker_id: str | None = None
+    submitted_at: float | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+
+
+class Param(Record):
+    """One parameter of a task's signature (``kind`` is an ``inspect.Parameter`` kind name)."""
+
+    name: str
+    kind: str
+    has_default: bool = False
+
+
+class TaskSignature(Record):
+    name: str
+    params: list[Param] = []
+
+
+class Outcome(Record):
+    """A subworker's report of one finished attempt.
+
+    ``ok`` with ``result``, or not ``ok`` with ``error``. ``requeue`` means the attempt was
+    interrupted (shutdown) rather than failed, and the control plane should deliver it again.
+    """
+
+    task_id: str
+    ok: bool
+    result: Any = None
+    error: TaskError | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    requeue: bool = False
+
+
+class WorkerInfo(Record):
+    worker_id: str
+    name: str
+    state: WorkerState
+    concurrency: int
+    in_flight: int
+    completed: int
+    tasks: list[str]
+    last_seen_ago: float
+    local: bool = False
+
+
+# --- client -> control plane, submission ports -------------------------------------------
+
+
+class Submit(Message, tag="submit"):
+    """Queue ``tasks`` at the priority of the port it arrives on.
+
+    Without ``wait`` the reply is ``Accepted``; with ``wait`` (seconds) the reply is held until
+    every task is final or ``wait`` passes, and is ``Results``.
+    """
+
+    tasks: list[TaskSpec]
+    wait: float | None = None
+
+
+# --- client -> control plane, results port ------------------------------------------------
+
+
+class Get(Message, tag="get"):
+    """Read tasks' results (``None`` for unknown ids); ``wait`` as in ``Submit``."""
+
+    task_ids: list[str]
+    wait: float | None = None
+
+
+class Cancel(Message, tag="cancel"):
+    task_id: str
+
+
+class ListTasks(Message, tag="list_tasks"):
+    status: TaskState | None = None
+    limit: int = 100
+
+
+class ListWorkers(Message, tag="list_workers"):
+    pass
+
+
+# --- subworker -> control plane, registration port ------------------------------------------
+
+
+class Register(Message, tag="register"):
+    worker_id: str
+    name: str
+    concurrency: int
+    tasks: list[TaskSignature]
+
+
+class Fetch(Message, tag="fetch"):
+    """Ask for work; held up to ``wait`` seconds when there is none. Doubles as heartbeat."""
+
+    worker_id: str
+    wait: float
+
+
+class Report(Message, tag="report"):
+    worker_id: str
+    started: list[str] = []
+    outcomes: list[Outcome] = []
+
+
+class Drain(Message, tag="drain"):
+    """The subworker takes no new work from now on."""
+
+    worker_id: str
+
+
+class Unregister(Message, tag="unregister"):
+    worker_id: str
+
+
+# --- replies ----------------------------------------------------------------------------------
+
+
+class Accepted(Message, tag="accepted"):
+    task_ids: list[str]
+
+
+class Results(Message, tag="results"):
+    results: list[TaskResult | None]
+
+
+class Cancelled(Message, tag="cancelled"):
+    """``changed`` is false when the task was already final; ``status`` is its state now."""
+
+    task_id: str
+    status: TaskState
+    changed: bool
+
+
+class TaskList(Message, tag="tasks"):
+    tasks: list[TaskResult]
+
+
+class WorkerList(Message, tag="workers"):
+    workers: list[WorkerInfo]
+
+
+class Registered(Message, tag="registered"):
+    worker_id: str
+    control_plane_id: str
+    heartbeat_timeout: float
+
+
+class Assign(Message, tag="assign"):
+    tasks: list[Assignment]
+
+
+class Ack(Message, tag="ack"):
+    pass
+
+
+class Error(Message, tag="error"):
+    code: ErrorCode
+    message: str
+    detail: dict[str, Any] = {}
+
+
+# --- discovery bus ------------------------------------------------------------------------------
+
+
+class Announce(Message, tag="announce"):
+    """A control plane's addresses, broadcast every 2 s and in answer to ``Probe``.
+
+    ``submit`` lists the four submission addresses, most urgent priority first.
+    """
+
+    instance_id: str
+    submit: list[str]
+    results: str
+    registration: str
+    http: str | None = None
+    version: str = ""
+
+
+class Probe(Message, tag="probe"):
+    """Ask every control plane on the bus to announce itself now."""
+
+    role: str = "client"
+
+
+AnyMessage = (
+    Submit | Get | Cancel | ListTasks | ListWorkers
+    | Register | Fetch | Report | Drain | Unregister
+    | Accepted | Results | Cancelled | TaskList | WorkerList | Registered | Assign | Ack | Error
+    | Announce | Probe
+)  # fmt: skip
+
+ALL_MESSAGES: tuple[type[Message], ...] = AnyMessage.__args__  # type: ignore[attr-defined]
+OPS: frozenset[str] = frozenset(
+    str(m.__struct_config__.tag) for m in ALL_MESSAGES
+)

@@ -1,0 +1,53 @@
+"""The subworker's side of the registration port: subworker REQ -> control plane REP."""
+
+from __future__ import annotations
+
+from fastworker._transport import RequestChannel
+from fastworker_protocol import (
+    Ack,
+    Assign,
+    Assignment,
+    Codec,
+    Drain,
+    Fetch,
+    Outcome,
+    Register,
+    Registered,
+    Report,
+    TaskSignature,
+    Unregister,
+)
+
+_MARGIN = 5.0  # seconds a reply may take beyond the time the request asks to be held
+
+
+class ControlPlaneLink:
+    def __init__(self, address: str, codec: Codec, worker_id: str, timeout: float) -> None:
+        self.address = address
+        self.worker_id = worker_id
+        self._timeout = timeout
+        self._channel = RequestChannel(address, codec)
+
+    async def register(self, name: str, concurrency: int,
+                       tasks: list[TaskSignature]) -> Registered:
+        message = Register(worker_id=self.worker_id, name=name, concurrency=concurrency,
+                           tasks=tasks)
+        return await self._channel.request(message, Registered, self._timeout)
+
+    async def fetch(self, wait: float) -> list[Assignment]:
+        reply = await self._channel.request(Fetch(worker_id=self.worker_id, wait=wait), Assign,
+                                            wait + _MARGIN)
+        return reply.tasks
+
+    async def report(self, started: list[str], outcomes: list[Outcome]) -> None:
+        message = Report(worker_id=self.worker_id, started=started, outcomes=outcomes)
+        await self._channel.request(message, Ack, self._timeout)
+
+    async def drain(self) -> None:
+        await self._channel.request(Drain(worker_id=self.worker_id), Ack, self._timeout)
+
+    async def unregister(self) -> None:
+        await self._channel.request(Unregister(worker_id=self.worker_id), Ack, self._timeout)
+
+    def close(self) -> None:
+        self._channel.close()

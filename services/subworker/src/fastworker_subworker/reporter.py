@@ -1,0 +1,77 @@
+"""Batching reports to the control plane: started notices and outcomes accumulate while a
+``Report`` is in flight and go together in the next one (one in flight at a time), so a
+busy subworker sends few large reports and an idle one reports at once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from fastworker import ControlPlaneUnavailable, RequestRejected, Timeout
+from fastworker_protocol import ErrorCode, Outcome
+
+log = structlog.get_logger(__name__)
+
+SendReport = Callable[[list[str], list[Outcome]], Awaitable[None]]
+_RETRY_DELAY = 0.2
+
+
+class Reporter:
+    def __init__(self, send: SendReport, on_unknown_worker: Callable[[], None]) -> None:
+        self._send = send
+        self._on_unknown_worker = on_unknown_worker
+        self._started: list[str] = []
+        self._outcomes: list[Outcome] = []
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def started(self, task_id: str) -> None:
+        self._started.append(task_id)
+        self._wake.set()
+
+    def finished(self, outcome: Outcome) -> None:
+        self._outcomes.append(outcome)
+        self._wake.set()
+
+    @property
+    def pending(self) -> int:
+        return len(self._started) + len(self._outcomes)
+
+    async def run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            self._idle.clear()
+            started, outcomes = self._started, self._outcomes
+            self._started, self._outcomes = [], []
+            try:
+                await self._send(started, outcomes)
+            except RequestRejected as exc:
+                if exc.code == ErrorCode.UNKNOWN_WORKER:
+                    # The control plane restarted and no longer knows these tasks, so
+                    # their outcomes have nowhere to go; register again and carry on.
+                    self._on_unknown_worker()
+                else:
+                    log.error("report rejected", code=exc.code, error=exc.message)
+            except (ControlPlaneUnavailable, Timeout) as exc:
+                log.warning("report failed; retrying", error=str(exc))
+                self._started[:0], self._outcomes[:0] = started, outcomes
+                self._wake.set()
+                await asyncio.sleep(_RETRY_DELAY)
+            finally:
+                if not self.pending:
+                    self._idle.set()
+
+    async def flush(self, timeout: float) -> bool:
+        """Wait until everything queued so far has been sent; ``False`` on timeout."""
+        if self.pending:
+            self._idle.clear()
+            self._wake.set()
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True

@@ -1,0 +1,251 @@
+"""The subworker: finds the control plane, registers its tasks, pulls work and runs it.
+
+Lifecycle (the protocol's worker state machine): INIT -> STARTING (locate and register)
+-> RUNNING (fetch, execute, report) -> DRAINING (no new work; in-flight tasks get
+``shutdown_timeout`` seconds, then are cancelled and handed back for redelivery) ->
+STOPPING (flush reports, unregister) -> STOPPED.
+
+If the control plane restarts (a new instance announces itself, or it answers
+``unknown_worker``), the subworker registers again by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import uuid
+from dataclasses import dataclass, field
+
+import structlog
+
+from fastworker import ControlPlaneUnavailable, RequestRejected, TaskRegistry, Timeout
+from fastworker import default_registry as _default_registry
+from fastworker._discovery import DiscoveryPeer
+from fastworker_protocol import (
+    DEFAULT_DISCOVERY_ADDRESS,
+    DEFAULT_MAX_MESSAGE_SIZE,
+    Assignment,
+    Codec,
+    ErrorCode,
+    Outcome,
+    TaskError,
+    WorkerEvent,
+    WorkerState,
+    next_worker_state,
+)
+from fastworker_subworker.executor import Executor
+from fastworker_subworker.link import ControlPlaneLink
+from fastworker_subworker.reporter import Reporter
+
+log = structlog.get_logger(__name__)
+
+_RETRY_DELAY = 0.5
+_FLUSH_TIMEOUT = 5.0
+
+
+def _default_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class SubworkerConfig:
+    discovery_address: str = DEFAULT_DISCOVERY_ADDRESS
+    concurrency: int = field(default_factory=lambda: os.cpu_count() or 1)
+    shutdown_timeout: float = 30.0
+    fetch_wait: float = 1.0
+    request_timeout: float = 10.0
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    name: str = field(default_factory=_default_name)
+
+
+class Subworker:
+    def __init__(
+        self, config: SubworkerConfig | None = None, registry: TaskRegistry | None = None, *,
+        registration_address: str | None = None, worker_id: str | None = None,
+    ) -> None:
+        self.config = config or SubworkerConfig()
+        self.registry = registry if registry is not None else _default_registry
+        self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.state = WorkerState.INIT
+        self._fixed_address = registration_address
+        self._codec = Codec(self.config.max_message_size)
+        self._stop_requested = asyncio.Event()
+        self._ready = asyncio.Event()
+        self._running: dict[asyncio.Task[None], str] = {}
+        self._needs_register = False
+        self._instance_id: str | None = None
+        self._link: ControlPlaneLink | None = None
+        self._fetch: asyncio.Task[list[Assignment]] | None = None
+        self._reporter = Reporter(self._link_report, self._mark_unregistered)
+
+    # --- control -------------------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        """Begin a graceful drain (what SIGTERM does)."""
+        self._stop_requested.set()
+
+    async def wait_ready(self) -> None:
+        await self._ready.wait()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._running)
+
+    def _advance(self, event: WorkerEvent) -> None:
+        self.state = next_worker_state(self.state, event)
+        log.info("subworker state", worker_id=self.worker_id, state=str(self.state))
+
+    # --- run -----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        self._advance(WorkerEvent.START)
+        discovery = (None if self._fixed_address is not None else
+                     DiscoveryPeer(self.config.discovery_address, self._codec, role="subworker"))
+        executor = Executor(self.registry, self.config.concurrency, self._on_start)
+        background: list[asyncio.Task[None]] = []
+        try:
+            address = self._fixed_address or await self._locate(discovery)
+            if address is None:
+                self._advance(WorkerEvent.STOP)
+                return
+            self._link = ControlPlaneLink(address, self._codec, self.worker_id,
+                                          self.config.request_timeout)
+            reporter = self._reporter
+            if not await self._register():
+                self._advance(WorkerEvent.STOP)
+                return
+            self._advance(WorkerEvent.READY)
+            self._ready.set()
+            loop = asyncio.get_running_loop()
+            background.append(loop.create_task(reporter.run()))
+            if discovery is not None:
+                background.append(loop.create_task(self._watch(discovery)))
+            fetching = loop.create_task(self._fetch_loop(executor))
+            await self._stop_requested.wait()
+            self._advance(WorkerEvent.DRAIN)
+            fetching.cancel()
+            await asyncio.gather(fetching, return_exceptions=True)
+            await self._drain(reporter)
+            self._advance(WorkerEvent.STOP)
+            await reporter.flush(_FLUSH_TIMEOUT)
+            with contextlib.suppress(ControlPlaneUnavailable, Timeout, RequestRejected):
+                await self._link.unregister()
+        finally:
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
+            executor.shutdown()
+            if self._link is not None:
+                self._link.close()
+            if discovery is not None:
+                discovery.close()
+            if self.state != WorkerState.STOPPED:
+                self.state = WorkerState.STOPPING
+                self._advance(WorkerEvent.STOPPED)
+
+    async def _locate(self, discovery: DiscoveryPeer | None) -> str | None:
+        assert discovery is not None
+        while not self._stop_requested.is_set():
+            try:
+                announce = await discovery.announcement(timeout=_RETRY_DELAY * 2)
+            except ControlPlaneUnavailable:
+                log.info("waiting for a control plane", discovery=discovery.address)
+                continue
+            self._instance_id = announce.instance_id
+            return announce.registration
+        return None
+
+    async def _register(self) -> bool:
+        assert self._link is not None
+        signatures = [t.signature() for t in self.registry]
+        while not self._stop_requested.is_set():
+            try:
+                registered = await self._link.register(self.config.name, self.config.concurrency,
+                                                       signatures)
+            except (ControlPlaneUnavailable, Timeout) as exc:
+                log.warning("registration failed; retrying", error=str(exc))
+                await self._pause()
+                continue
+            self._needs_register = False
+            log.info("registered", worker_id=self.worker_id, address=self._link.address,
+                     control_plane=registered.control_plane_id, tasks=self.registry.names())
+            return True
+        return False
+
+    async def _fetch_loop(self, executor: Executor) -> None:
+        assert self._link is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            if self._needs_register and not await self._register():
+                return
+            self._fetch = loop.create_task(self._link.fetch(self.config.fetch_wait))
+            try:
+                assignments = await self._fetch
+            except RequestRejected as exc:
+                if exc.code == ErrorCode.UNKNOWN_WORKER:
+                    self._needs_register = True
+                else:
+                    log.error("fetch rejected", code=exc.code, error=exc.message)
+                    await self._pause()
+                continue
+            except (ControlPlaneUnavailable, Timeout):
+                await self._pause()
+                continue
+            except asyncio.CancelledError:
+                if self._fetch.cancelled() and not self._stop_requested.is_set():
+                    continue  # the watcher cut a fetch to a control plane that went away
+                raise
+            for assignment in assignments:
+                task = loop.create_task(self._execute(executor, assignment))
+                self._running[task] = assignment.id
+                task.add_done_callback(self._running.pop)
+
+    async def _execute(self, executor: Executor, assignment: Assignment) -> None:
+        outcome = await executor.execute(assignment)
+        self._reporter.finished(outcome)
+
+    def _on_start(self, task_id: str) -> None:
+        self._reporter.started(task_id)
+
+    async def _link_report(self, started: list[str], outcomes: list[Outcome]) -> None:
+        assert self._link is not None
+        await self._link.report(started, outcomes)
+
+    def _mark_unregistered(self) -> None:
+        self._needs_register = True
+
+    async def _watch(self, discovery: DiscoveryPeer) -> None:
+        """Register again when a different control plane instance announces itself."""
+        async for announce in discovery.announcements():
+            if announce.instance_id != self._instance_id:
+                log.info("new control plane instance", instance=announce.instance_id)
+                self._instance_id = announce.instance_id
+                self._needs_register = True
+                if self._fetch is not None and not self._fetch.done():
+                    self._fetch.cancel()
+
+    async def _drain(self, reporter: Reporter) -> None:
+        assert self._link is not None
+        with contextlib.suppress(ControlPlaneUnavailable, Timeout, RequestRejected):
+            await self._link.drain()
+        running = dict(self._running)
+        if not running:
+            return
+        log.info("draining", in_flight=len(running), timeout=self.config.shutdown_timeout)
+        _, unfinished = await asyncio.wait(running, timeout=self.config.shutdown_timeout)
+        for task in unfinished:
+            task.cancel()
+        await asyncio.gather(*unfinished, return_exceptions=True)
+        for task in unfinished:
+            log.warning("task interrupted by shutdown", task_id=running[task])
+            reporter.finished(Outcome(
+                task_id=running[task], ok=False, requeue=True,
+                error=TaskError(type="Interrupted", reason="interrupted",
+                                message="the subworker shut down before the task finished"),
+            ))
+
+    async def _pause(self) -> None:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._stop_requested.wait(), _RETRY_DELAY)
