@@ -1,14 +1,17 @@
 """FastWorker: a brokerless distributed task queue. This is the application-facing SDK.
 
-    from fastworker import task, Client
+from fastworker import task, Client
 
-    @task
-    def add(x: int, y: int) -> int:
-        return x + y
+@task
+def add(x: int, y: int) -> int:
+    return x + y
 
-    async with Client() as client:
-        result = await client.submit_task("add", args=(2, 3))
+async with Client() as client:
+    result = await client.submit_task("add", args=(2, 3))
 """
+
+from fastworker_protocol import Priority, TaskError, TaskResult
+from fastworker_protocol import TaskState as TaskStatus
 
 from fastworker._task import Task, TaskRegistry, default_registry, task
 from fastworker.client import BatchItem, Client, unwrap
@@ -24,8 +27,6 @@ from fastworker.errors import (
     UnknownTask,
 )
 from fastworker.sync_client import SyncClient
-from fastworker_protocol import Priority, TaskError, TaskResult
-from fastworker_protocol import TaskState as TaskStatus
 
 __version__ = "0.1.0"
 
@@ -48,8 +49,8 @@ __all__ = [
     "TaskStatus",
     "Timeout",
     "UnknownTask",
+    "__version__",
     "default_registry",
     "task",
     "unwrap",
-    "__version__",
 ]

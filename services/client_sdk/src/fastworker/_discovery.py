@@ -12,9 +12,9 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import pynng
+from fastworker_protocol import Announce, Codec, DecodeError, Probe
 
 from fastworker.errors import ControlPlaneUnavailable
-from fastworker_protocol import Announce, Codec, DecodeError, Probe
 
 _PROBE_INTERVAL = 0.25
 
@@ -35,7 +35,7 @@ class DiscoveryPeer:
         """The first announcement heard within ``timeout`` seconds, probing meanwhile."""
         try:
             return await asyncio.wait_for(self._first_announcement(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise ControlPlaneUnavailable(
                 f"no control plane announced itself on {self.address} within {timeout:g} s: "
                 "is it running? (start one with `fastworker control-plane`)"

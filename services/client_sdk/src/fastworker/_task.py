@@ -78,7 +78,9 @@ def task(fn: Callable[P, R], /) -> Task[P, R]: ...
 
 @overload
 def task(
-    *, name: str | None = None, priority: Priority | str = Priority.NORMAL,
+    *,
+    name: str | None = None,
+    priority: Priority | str = Priority.NORMAL,
     registry: TaskRegistry | None = None,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 

@@ -12,9 +12,9 @@ import asyncio
 from typing import TypeVar
 
 import pynng
+from fastworker_protocol import Codec, DecodeError, Error, Message
 
 from fastworker.errors import ControlPlaneUnavailable, Timeout, rejection
-from fastworker_protocol import Codec, DecodeError, Error, Message
 
 M = TypeVar("M", bound=Message)
 
@@ -49,7 +49,7 @@ class RequestChannel:
         context = self._socket.new_context()
         try:
             reply_bytes = await asyncio.wait_for(self._exchange(context, data), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             if not self.connected:
                 raise ControlPlaneUnavailable(
                     f"no control plane answered at {self.address}: is it running? "
@@ -61,7 +61,9 @@ class RequestChannel:
         try:
             reply = self._codec.decode(reply_bytes)
         except DecodeError as exc:
-            raise ControlPlaneUnavailable(f"{self.address} sent an unreadable reply: {exc}") from exc
+            raise ControlPlaneUnavailable(
+                f"{self.address} sent an unreadable reply: {exc}"
+            ) from exc
         if isinstance(reply, Error):
             raise rejection(reply.code, reply.message)
         if not isinstance(reply, reply_type):

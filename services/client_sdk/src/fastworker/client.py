@@ -13,19 +13,8 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
-from fastworker._discovery import DiscoveryPeer
-from fastworker._task import Task
-from fastworker._transport import RequestChannel
-from fastworker.errors import (
-    ControlPlaneUnavailable,
-    FastWorkerError,
-    TaskCancelled,
-    TaskFailed,
-    TaskNotFound,
-    Timeout,
-)
 from fastworker_protocol import (
     DEFAULT_DISCOVERY_ADDRESS,
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -51,7 +40,20 @@ from fastworker_protocol import (
     tcp_address,
 )
 
+from fastworker._discovery import DiscoveryPeer
+from fastworker._task import Task
+from fastworker._transport import RequestChannel
+from fastworker.errors import (
+    ControlPlaneUnavailable,
+    FastWorkerError,
+    TaskCancelled,
+    TaskFailed,
+    TaskNotFound,
+    Timeout,
+)
+
 TaskRef = str | Task[..., Any]
+M = TypeVar("M", bound=Message)
 BATCH_CHUNK = 1000
 _KNOWN_RESULTS = 10_000
 
@@ -135,7 +137,9 @@ class Client:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         self.stop()
@@ -200,9 +204,12 @@ class Client:
         return ids
 
     async def _send_submit(
-        self, priority: Priority, specs: list[TaskSpec], wait: float | None,
-        reply_type: type[Accepted] | type[Results],
-    ) -> Any:
+        self,
+        priority: Priority,
+        specs: list[TaskSpec],
+        wait: float | None,
+        reply_type: type[M],
+    ) -> M:
         self._require_started()
         message = Submit(tasks=specs, wait=wait)
         reply = await self._request(self._submit[priority], message, reply_type, wait)
@@ -228,8 +235,9 @@ class Client:
         return unwrap(await self.wait_result(task_id, timeout))
 
     async def _get(self, task_ids: list[str], wait: float | None) -> list[TaskResult | None]:
-        reply = await self._request(self._results_channel(), Get(task_ids=task_ids, wait=wait),
-                                    Results, wait)
+        reply = await self._request(
+            self._results_channel(), Get(task_ids=task_ids, wait=wait), Results, wait
+        )
         self._remember(r for r in reply.results if r is not None)
         return reply.results
 
@@ -251,15 +259,18 @@ class Client:
 
     async def cancel_task(self, task_id: str) -> bool:
         """Cancel a task that has not finished; ``False`` if it already had."""
-        reply = await self._request(self._results_channel(), Cancel(task_id=task_id),
-                                    Cancelled, None)
+        reply = await self._request(
+            self._results_channel(), Cancel(task_id=task_id), Cancelled, None
+        )
         return reply.changed
 
-    async def list_tasks(self, status: TaskState | str | None = None,
-                         limit: int = 100) -> list[TaskResult]:
+    async def list_tasks(
+        self, status: TaskState | str | None = None, limit: int = 100
+    ) -> list[TaskResult]:
         state = TaskState(status) if status is not None else None
-        reply = await self._request(self._results_channel(),
-                                    ListTasks(status=state, limit=limit), TaskList, None)
+        reply = await self._request(
+            self._results_channel(), ListTasks(status=state, limit=limit), TaskList, None
+        )
         return reply.tasks
 
     async def list_workers(self) -> list[WorkerInfo]:
@@ -269,8 +280,8 @@ class Client:
     # --- plumbing ---------------------------------------------------------------------------
 
     async def _request(
-        self, channel: RequestChannel, message: Message, reply_type: Any, wait: float | None
-    ) -> Any:
+        self, channel: RequestChannel, message: Message, reply_type: type[M], wait: float | None
+    ) -> M:
         budget = self.timeout + (wait or 0.0)
         for attempt in range(self.retries + 1):
             try:
@@ -287,8 +298,10 @@ class Client:
 
     def _require_started(self) -> None:
         if self._results is None:
-            raise FastWorkerError("client is not started: use `await client.start()` "
-                                  "or `async with Client() as client`")
+            raise FastWorkerError(
+                "client is not started: use `await client.start()` "
+                "or `async with Client() as client`"
+            )
 
     def _remember(self, results: Iterable[TaskResult]) -> None:
         for r in results:
@@ -325,11 +338,13 @@ def announce_from_base(address: str) -> Announce:
     )
 
 
-def _spec(task: TaskRef, args: Sequence[Any], kwargs: Mapping[str, Any] | None,
-          task_id: str | None) -> TaskSpec:
+def _spec(
+    task: TaskRef, args: Sequence[Any], kwargs: Mapping[str, Any] | None, task_id: str | None
+) -> TaskSpec:
     name = task if isinstance(task, str) else task.name
-    return TaskSpec(name=name, id=task_id or uuid.uuid4().hex, args=list(args),
-                    kwargs=dict(kwargs or {}))
+    return TaskSpec(
+        name=name, id=task_id or uuid.uuid4().hex, args=list(args), kwargs=dict(kwargs or {})
+    )
 
 
 def _priority(task: TaskRef, priority: Priority | str | None) -> Priority:

@@ -1,14 +1,14 @@
 """The one exception tree of the client SDK, grouped by what the caller can do about it.
 
-    FastWorkerError
-    +-- ControlPlaneUnavailable    nothing answered: start one, or fix the address
-    +-- Timeout (TimeoutError)     it answered, but not within the time you gave
-    +-- RequestRejected            the control plane refused the request (has ``.code``)
-    |   +-- UnknownTask            no subworker ever registered that task name
-    |   +-- InvalidArguments       args/kwargs do not fit the task's signature
-    |   +-- TaskNotFound           no such task id (never existed, or expired)
-    +-- TaskFailed                 the task ran and raised (remote type, message, traceback)
-    +-- TaskCancelled              the task was cancelled before it finished
+FastWorkerError
++-- ControlPlaneUnavailable    nothing answered: start one, or fix the address
++-- Timeout (TimeoutError)     it answered, but not within the time you gave
++-- RequestRejected            the control plane refused the request (has ``.code``)
+|   +-- UnknownTask            no subworker ever registered that task name
+|   +-- InvalidArguments       args/kwargs do not fit the task's signature
+|   +-- TaskNotFound           no such task id (never existed, or expired)
++-- TaskFailed                 the task ran and raised (remote type, message, traceback)
++-- TaskCancelled              the task was cancelled before it finished
 """
 
 from __future__ import annotations

@@ -20,8 +20,14 @@ def env_name(flag: str) -> str:
 
 
 def add_option(
-    parser: argparse.ArgumentParser, flag: str, *, help: str, default: Any = None,
-    type: Callable[[str], Any] = str, many: bool = False, switch: bool = False,
+    parser: argparse.ArgumentParser,
+    flag: str,
+    *,
+    help: str,
+    default: Any = None,
+    type: Callable[[str], Any] = str,
+    many: bool = False,
+    switch: bool = False,
     metavar: str | None = None,
 ) -> None:
     """Add ``flag``; its default comes from ``FASTWORKER_<FLAG>`` when that is set.
@@ -35,15 +41,28 @@ def add_option(
         default = _parse_env(parser, env, raw, type, many, switch)
     text = f"{help} (env {env}; default: {default})" if not switch else f"{help} (env {env})"
     if switch:
-        parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=bool(default),
-                            help=text)
+        parser.add_argument(
+            flag, action=argparse.BooleanOptionalAction, default=bool(default), help=text
+        )
     else:
-        parser.add_argument(flag, default=default, type=type, help=text, metavar=metavar,
-                            nargs="+" if many else None)
+        parser.add_argument(
+            flag,
+            default=default,
+            type=type,
+            help=text,
+            metavar=metavar,
+            nargs="+" if many else None,
+        )
 
 
-def _parse_env(parser: argparse.ArgumentParser, env: str, raw: str,
-               convert: Callable[[str], Any], many: bool, switch: bool) -> Any:
+def _parse_env(
+    parser: argparse.ArgumentParser,
+    env: str,
+    raw: str,
+    convert: Callable[[str], Any],
+    many: bool,
+    switch: bool,
+) -> Any:
     try:
         if switch:
             value = raw.strip().lower()

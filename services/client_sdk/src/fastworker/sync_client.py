@@ -12,7 +12,6 @@ from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from fastworker.client import BatchItem, Client, TaskRef
 from fastworker_protocol import (
     DEFAULT_DISCOVERY_ADDRESS,
     Priority,
@@ -21,6 +20,8 @@ from fastworker_protocol import (
     WorkerInfo,
 )
 
+from fastworker.client import BatchItem, Client, TaskRef
+
 T = TypeVar("T")
 
 
@@ -28,8 +29,11 @@ class SyncClient:
     """Blocking FastWorker client; same arguments and methods as :class:`Client`."""
 
     def __init__(
-        self, discovery_address: str = DEFAULT_DISCOVERY_ADDRESS, timeout: float = 30.0,
-        retries: int = 3, **options: Any,
+        self,
+        discovery_address: str = DEFAULT_DISCOVERY_ADDRESS,
+        timeout: float = 30.0,
+        retries: int = 3,
+        **options: Any,
     ) -> None:
         self._client = Client(discovery_address, timeout, retries, **options)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -71,25 +75,39 @@ class SyncClient:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         self.stop()
 
-    def delay(self, task: TaskRef, *args: Any, priority: Priority | str | None = None,
-              **kwargs: Any) -> str:
+    def delay(
+        self, task: TaskRef, *args: Any, priority: Priority | str | None = None, **kwargs: Any
+    ) -> str:
         return self._run(self._client.delay(task, *args, priority=priority, **kwargs))
 
-    def apply_async(self, task: TaskRef, args: Sequence[Any] = (),
-                    kwargs: Mapping[str, Any] | None = None, *,
-                    priority: Priority | str | None = None, task_id: str | None = None) -> str:
-        return self._run(self._client.apply_async(task, args, kwargs, priority=priority,
-                                                  task_id=task_id))
+    def apply_async(
+        self,
+        task: TaskRef,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        priority: Priority | str | None = None,
+        task_id: str | None = None,
+    ) -> str:
+        return self._run(
+            self._client.apply_async(task, args, kwargs, priority=priority, task_id=task_id)
+        )
 
-    def submit_task(self, task_name: TaskRef, args: Sequence[Any] = (),
-                    kwargs: Mapping[str, Any] | None = None,
-                    priority: Priority | str | None = None,
-                    timeout: float | None = None) -> TaskResult:
+    def submit_task(
+        self,
+        task_name: TaskRef,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        priority: Priority | str | None = None,
+        timeout: float | None = None,
+    ) -> TaskResult:
         return self._run(self._client.submit_task(task_name, args, kwargs, priority, timeout))
 
     def submit_batch(
@@ -115,8 +133,9 @@ class SyncClient:
     def cancel_task(self, task_id: str) -> bool:
         return self._run(self._client.cancel_task(task_id))
 
-    def list_tasks(self, status: TaskState | str | None = None,
-                   limit: int = 100) -> list[TaskResult]:
+    def list_tasks(
+        self, status: TaskState | str | None = None, limit: int = 100
+    ) -> list[TaskResult]:
         return self._run(self._client.list_tasks(status, limit))
 
     def list_workers(self) -> list[WorkerInfo]:

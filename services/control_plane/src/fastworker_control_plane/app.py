@@ -10,16 +10,16 @@ import uuid
 
 import pynng
 import structlog
-
 from fastworker import TaskRegistry, default_registry
+from fastworker_protocol import Announce, Codec, Message, Priority
+from fastworker_subworker import Subworker, SubworkerConfig
+
 from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_control_plane.core.board import BoardConfig, TaskBoard
 from fastworker_control_plane.engine import Clock, Engine
 from fastworker_control_plane.servers import registration, results, submission
 from fastworker_control_plane.servers.discovery import DiscoveryAnnouncer
 from fastworker_control_plane.servers.reply_server import Handler, ReplyServer
-from fastworker_protocol import Announce, Codec, Message, Priority
-from fastworker_subworker import Subworker, SubworkerConfig
 
 log = structlog.get_logger(__name__)
 
@@ -32,14 +32,22 @@ class PortInUse(OSError):
 
 
 class ControlPlane:
-    def __init__(self, config: ControlPlaneConfig | None = None,
-                 registry: TaskRegistry | None = None, *, clock: Clock = time.time) -> None:
+    def __init__(
+        self,
+        config: ControlPlaneConfig | None = None,
+        registry: TaskRegistry | None = None,
+        *,
+        clock: Clock = time.time,
+    ) -> None:
         self.config = config or ControlPlaneConfig()
         self.registry = registry if registry is not None else default_registry
         self.instance_id = uuid.uuid4().hex
         self.codec = Codec(self.config.max_message_size)
-        board = TaskBoard(BoardConfig(self.config.max_redeliveries, self.config.result_max_size,
-                                      self.config.result_ttl))
+        board = TaskBoard(
+            BoardConfig(
+                self.config.max_redeliveries, self.config.result_max_size, self.config.result_ttl
+            )
+        )
         self.engine = Engine(board, heartbeat_timeout=self.config.heartbeat_timeout, clock=clock)
         self._servers: list[ReplyServer] = []
         self._announcer: DiscoveryAnnouncer | None = None
@@ -66,32 +74,53 @@ class ControlPlane:
         local_id = f"local-{self.instance_id[:12]}" if cfg.local_concurrency else None
         for priority in Priority.by_rank():
             handler = submission.SubmissionHandler(engine, priority, cfg.max_wait)
-            self._serve(f"submit-{priority}", [cfg.bind(ports.submission(priority))], handler,
-                        submission.SERVES)
-        self._serve("results", [cfg.bind(ports.results)],
-                    results.ResultsHandler(engine, cfg.max_wait), results.SERVES)
-        reg = self._serve("registration", [cfg.bind(ports.registration), self._local_address],
-                          registration.RegistrationHandler(engine, self.instance_id, local_id),
-                          registration.SERVES)
+            self._serve(
+                f"submit-{priority}",
+                [cfg.bind(ports.submission(priority))],
+                handler,
+                submission.SERVES,
+            )
+        self._serve(
+            "results",
+            [cfg.bind(ports.results)],
+            results.ResultsHandler(engine, cfg.max_wait),
+            results.SERVES,
+        )
+        reg = self._serve(
+            "registration",
+            [cfg.bind(ports.registration), self._local_address],
+            registration.RegistrationHandler(engine, self.instance_id, local_id),
+            registration.SERVES,
+        )
         loop = asyncio.get_running_loop()
-        reg.add_post_pipe_remove_cb(
-            lambda pipe: _call_soon(loop, engine.pipe_closed, pipe.id))
+        reg.add_post_pipe_remove_cb(lambda pipe: _call_soon(loop, engine.pipe_closed, pipe.id))
         bus = self._bind(pynng.Bus0, [cfg.bind(cfg.discovery_port)])
-        self._announcer = DiscoveryAnnouncer(bus, self.codec, self.announcement,
-                                             cfg.announce_interval)
+        self._announcer = DiscoveryAnnouncer(
+            bus, self.codec, self.announcement, cfg.announce_interval
+        )
         self._announcer.start()
         self._background.append(loop.create_task(self._upkeep()))
         if local_id is not None:
             self._local = Subworker(
-                SubworkerConfig(concurrency=cfg.local_concurrency,
-                                shutdown_timeout=cfg.shutdown_timeout,
-                                max_message_size=cfg.max_message_size),
-                self.registry, registration_address=self._local_address, worker_id=local_id)
+                SubworkerConfig(
+                    concurrency=cfg.local_concurrency,
+                    shutdown_timeout=cfg.shutdown_timeout,
+                    max_message_size=cfg.max_message_size,
+                ),
+                self.registry,
+                registration_address=self._local_address,
+                worker_id=local_id,
+            )
             self._local_run = loop.create_task(self._local.run())
-        log.info("control plane started", instance=self.instance_id,
-                 submit=self.announcement.submit[0], discovery=cfg.bind(cfg.discovery_port),
-                 advertised=cfg.advertised, local_concurrency=cfg.local_concurrency,
-                 tasks=engine.board.known_task_names())
+        log.info(
+            "control plane started",
+            instance=self.instance_id,
+            submit=self.announcement.submit[0],
+            discovery=cfg.bind(cfg.discovery_port),
+            advertised=cfg.advertised,
+            local_concurrency=cfg.local_concurrency,
+            tasks=engine.board.known_task_names(),
+        )
 
     def _bind(self, factory: type[pynng.Socket], addresses: list[str]) -> pynng.Socket:
         sock = factory(recv_max_size=2 * self.codec.max_message_size)
@@ -100,13 +129,15 @@ class ControlPlane:
                 sock.listen(address)
         except pynng.AddressInUse:
             sock.close()
-            raise PortInUse(f"{addresses[0]} is already in use: is another control plane "
-                            "running? (choose other ports with --base-port/--discovery-port)"
-                            ) from None
+            raise PortInUse(
+                f"{addresses[0]} is already in use: is another control plane "
+                "running? (choose other ports with --base-port/--discovery-port)"
+            ) from None
         return sock
 
-    def _serve(self, name: str, addresses: list[str], handler: Handler,
-               serves: tuple[type[Message], ...]) -> pynng.Socket:
+    def _serve(
+        self, name: str, addresses: list[str], handler: Handler, serves: tuple[type[Message], ...]
+    ) -> pynng.Socket:
         sock = self._bind(pynng.Rep0, addresses)
         server = ReplyServer(name, sock, self.codec, handler, serves)
         server.start()

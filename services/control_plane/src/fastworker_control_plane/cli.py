@@ -10,8 +10,6 @@ from collections.abc import Sequence
 from fastworker.cli.common import EXIT_USAGE, add_log_level, serve
 from fastworker.log_setup import configure_logging
 from fastworker.options import add_option
-from fastworker_control_plane.app import ControlPlane, PortInUse
-from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_protocol import (
     DEFAULT_BASE_PORT,
     DEFAULT_DISCOVERY_PORT,
@@ -19,36 +17,94 @@ from fastworker_protocol import (
 )
 from fastworker_subworker import TaskModuleError, load_task_modules
 
+from fastworker_control_plane.app import ControlPlane, PortInUse
+from fastworker_control_plane.config import ControlPlaneConfig
+
 _D = ControlPlaneConfig.__dataclass_fields__
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    add_option(parser, "--host", default="127.0.0.1",
-               help="address to bind (0.0.0.0 for every interface)")
-    add_option(parser, "--advertise-host", default=None,
-               help="host peers should dial, announced on discovery (default: --host, or "
-                    "this machine's hostname when binding 0.0.0.0)")
-    add_option(parser, "--base-port", type=int, default=DEFAULT_BASE_PORT,
-               help="first submission port; the next five follow it")
-    add_option(parser, "--discovery-port", type=int, default=DEFAULT_DISCOVERY_PORT,
-               help="discovery BUS port")
-    add_option(parser, "--task-modules", many=True, default=[], metavar="MODULE",
-               help="modules whose @task functions the control plane runs and accepts")
-    add_option(parser, "--local-concurrency", type=int, default=os.cpu_count() or 1,
-               help="tasks the control plane runs itself at once (0: only subworkers run)")
-    add_option(parser, "--shutdown-timeout", type=float, default=30.0,
-               help="seconds in-flight local tasks get to finish on SIGTERM")
-    add_option(parser, "--result-ttl", type=float, default=_D["result_ttl"].default,
-               help="seconds a final result is kept")
-    add_option(parser, "--result-max-size", type=int, default=_D["result_max_size"].default,
-               help="results kept at most (least recently used go first)")
-    add_option(parser, "--max-redeliveries", type=int, default=_D["max_redeliveries"].default,
-               help="times a task whose subworker was lost is delivered again")
-    add_option(parser, "--heartbeat-timeout", type=float,
-               default=_D["heartbeat_timeout"].default,
-               help="seconds of silence after which a subworker is dropped")
-    add_option(parser, "--max-message-size", type=int, default=DEFAULT_MAX_MESSAGE_SIZE,
-               help="largest message accepted, in bytes")
+    add_option(
+        parser, "--host", default="127.0.0.1", help="address to bind (0.0.0.0 for every interface)"
+    )
+    add_option(
+        parser,
+        "--advertise-host",
+        default=None,
+        help="host peers should dial, announced on discovery (default: --host, or "
+        "this machine's hostname when binding 0.0.0.0)",
+    )
+    add_option(
+        parser,
+        "--base-port",
+        type=int,
+        default=DEFAULT_BASE_PORT,
+        help="first submission port; the next five follow it",
+    )
+    add_option(
+        parser,
+        "--discovery-port",
+        type=int,
+        default=DEFAULT_DISCOVERY_PORT,
+        help="discovery BUS port",
+    )
+    add_option(
+        parser,
+        "--task-modules",
+        many=True,
+        default=[],
+        metavar="MODULE",
+        help="modules whose @task functions the control plane runs and accepts",
+    )
+    add_option(
+        parser,
+        "--local-concurrency",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="tasks the control plane runs itself at once (0: only subworkers run)",
+    )
+    add_option(
+        parser,
+        "--shutdown-timeout",
+        type=float,
+        default=30.0,
+        help="seconds in-flight local tasks get to finish on SIGTERM",
+    )
+    add_option(
+        parser,
+        "--result-ttl",
+        type=float,
+        default=_D["result_ttl"].default,
+        help="seconds a final result is kept",
+    )
+    add_option(
+        parser,
+        "--result-max-size",
+        type=int,
+        default=_D["result_max_size"].default,
+        help="results kept at most (least recently used go first)",
+    )
+    add_option(
+        parser,
+        "--max-redeliveries",
+        type=int,
+        default=_D["max_redeliveries"].default,
+        help="times a task whose subworker was lost is delivered again",
+    )
+    add_option(
+        parser,
+        "--heartbeat-timeout",
+        type=float,
+        default=_D["heartbeat_timeout"].default,
+        help="seconds of silence after which a subworker is dropped",
+    )
+    add_option(
+        parser,
+        "--max-message-size",
+        type=int,
+        default=DEFAULT_MAX_MESSAGE_SIZE,
+        help="largest message accepted, in bytes",
+    )
     add_log_level(parser)
     parser.set_defaults(run=run)
     return parser
@@ -64,11 +120,17 @@ def run(args: argparse.Namespace) -> int:
     try:
         load_task_modules(args.task_modules)
         config = ControlPlaneConfig(
-            host=args.host, advertise_host=args.advertise_host, base_port=args.base_port,
-            discovery_port=args.discovery_port, local_concurrency=args.local_concurrency,
-            shutdown_timeout=args.shutdown_timeout, result_ttl=args.result_ttl,
-            result_max_size=args.result_max_size, max_redeliveries=args.max_redeliveries,
-            heartbeat_timeout=args.heartbeat_timeout, max_message_size=args.max_message_size,
+            host=args.host,
+            advertise_host=args.advertise_host,
+            base_port=args.base_port,
+            discovery_port=args.discovery_port,
+            local_concurrency=args.local_concurrency,
+            shutdown_timeout=args.shutdown_timeout,
+            result_ttl=args.result_ttl,
+            result_max_size=args.result_max_size,
+            max_redeliveries=args.max_redeliveries,
+            heartbeat_timeout=args.heartbeat_timeout,
+            max_message_size=args.max_message_size,
         )
         plane = ControlPlane(config)
         return serve(plane.run, plane.request_stop)
@@ -78,8 +140,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = configure_parser(argparse.ArgumentParser(
-        prog="fastworker-control-plane", description="Run a FastWorker control plane."))
+    parser = configure_parser(
+        argparse.ArgumentParser(
+            prog="fastworker-control-plane", description="Run a FastWorker control plane."
+        )
+    )
     args = parser.parse_args(argv)
     return int(args.run(args))
 

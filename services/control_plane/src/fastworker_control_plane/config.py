@@ -6,7 +6,6 @@ import os
 import socket
 from dataclasses import dataclass, field
 
-from fastworker_control_plane.core.result_cache import DEFAULT_MAX_SIZE, DEFAULT_TTL
 from fastworker_protocol import (
     DEFAULT_BASE_PORT,
     DEFAULT_DISCOVERY_PORT,
@@ -14,6 +13,8 @@ from fastworker_protocol import (
     PortMap,
     tcp_address,
 )
+
+from fastworker_control_plane.core.result_cache import DEFAULT_MAX_SIZE, DEFAULT_TTL
 
 _WILDCARDS = {"0.0.0.0", "::", "*", ""}
 
@@ -39,8 +40,10 @@ class ControlPlaneConfig:
         if not 0 < self.discovery_port <= 65535:
             raise ValueError(f"discovery port {self.discovery_port} is outside 1..65535")
         if self.base_port <= self.discovery_port <= PortMap(self.base_port).registration:
-            raise ValueError(f"discovery port {self.discovery_port} collides with the "
-                             f"{self.base_port}..{PortMap(self.base_port).registration} range")
+            raise ValueError(
+                f"discovery port {self.discovery_port} collides with the "
+                f"{self.base_port}..{PortMap(self.base_port).registration} range"
+            )
         if self.local_concurrency < 0:
             raise ValueError("local concurrency must be >= 0")
 

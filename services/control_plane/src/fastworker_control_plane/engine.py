@@ -12,10 +12,10 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 import structlog
+from fastworker_protocol import Assignment, Outcome, Priority, TaskResult, TaskSpec
 
 from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.servers.waiters import CompletionWaiters
-from fastworker_protocol import Assignment, Outcome, Priority, TaskResult, TaskSpec
 
 log = structlog.get_logger(__name__)
 
@@ -23,8 +23,9 @@ Clock = Callable[[], float]
 
 
 class Engine:
-    def __init__(self, board: TaskBoard, *, heartbeat_timeout: float,
-                 clock: Clock = time.time) -> None:
+    def __init__(
+        self, board: TaskBoard, *, heartbeat_timeout: float, clock: Clock = time.time
+    ) -> None:
         self.board = board
         self.heartbeat_timeout = heartbeat_timeout
         self.clock = clock

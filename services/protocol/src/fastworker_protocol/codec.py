@@ -35,7 +35,7 @@ class Codec:
             raise ValueError("max_message_size must be positive")
         self.max_message_size = max_message_size
         self._encoder = msgspec.msgpack.Encoder()
-        self._decoder = msgspec.msgpack.Decoder(AnyMessage)  # type: ignore[arg-type]
+        self._decoder = msgspec.msgpack.Decoder(AnyMessage)
 
     def encode(self, message: Message) -> bytes:
         try:

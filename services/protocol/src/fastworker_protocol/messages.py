@@ -1,3 +1,5 @@
+# msgspec inherits frozen=True from Record; mypy's dataclass model does not know that:
+# mypy: disable-error-code="misc"
 """Every message on the wire, as frozen structs tagged by ``op``.
 
 Each struct encodes as a msgpack map ``{"op": <tag>, "v": 1, <fields>...}``. Field order on
@@ -12,8 +14,8 @@ from typing import Any
 
 import msgspec
 
-from fastworker_protocol.priority import Priority
 from fastworker_protocol.errors import ErrorCode
+from fastworker_protocol.priority import Priority
 from fastworker_protocol.states import TaskState, WorkerState
 
 PROTOCOL_VERSION = 1
@@ -266,7 +268,5 @@ AnyMessage = (
     | Announce | Probe
 )  # fmt: skip
 
-ALL_MESSAGES: tuple[type[Message], ...] = AnyMessage.__args__  # type: ignore[attr-defined]
-OPS: frozenset[str] = frozenset(
-    str(m.__struct_config__.tag) for m in ALL_MESSAGES
-)
+ALL_MESSAGES: tuple[type[Message], ...] = AnyMessage.__args__
+OPS: frozenset[str] = frozenset(str(m.__struct_config__.tag) for m in ALL_MESSAGES)

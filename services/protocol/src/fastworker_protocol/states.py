@@ -18,9 +18,9 @@ the unit tests walk every state x event pair.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Mapping
 
 
 class TaskState(StrEnum):

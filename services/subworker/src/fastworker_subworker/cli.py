@@ -15,22 +15,44 @@ from fastworker.cli.common import (
 from fastworker.log_setup import configure_logging
 from fastworker.options import add_option
 from fastworker_protocol import DEFAULT_DISCOVERY_ADDRESS, DEFAULT_MAX_MESSAGE_SIZE
+
 from fastworker_subworker.loader import TaskModuleError, load_task_modules
 from fastworker_subworker.worker import Subworker, SubworkerConfig
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    add_option(parser, "--discovery-address", default=DEFAULT_DISCOVERY_ADDRESS,
-               help="the control plane's discovery BUS (the only setting a subworker needs)")
-    add_option(parser, "--task-modules", many=True, default=[], metavar="MODULE",
-               help="modules to import; their @task functions are what this worker runs")
-    add_option(parser, "--concurrency", type=int, default=os.cpu_count() or 1,
-               help="tasks run at once")
-    add_option(parser, "--shutdown-timeout", type=float, default=30.0,
-               help="seconds in-flight tasks get to finish on SIGTERM before cancellation")
+    add_option(
+        parser,
+        "--discovery-address",
+        default=DEFAULT_DISCOVERY_ADDRESS,
+        help="the control plane's discovery BUS (the only setting a subworker needs)",
+    )
+    add_option(
+        parser,
+        "--task-modules",
+        many=True,
+        default=[],
+        metavar="MODULE",
+        help="modules to import; their @task functions are what this worker runs",
+    )
+    add_option(
+        parser, "--concurrency", type=int, default=os.cpu_count() or 1, help="tasks run at once"
+    )
+    add_option(
+        parser,
+        "--shutdown-timeout",
+        type=float,
+        default=30.0,
+        help="seconds in-flight tasks get to finish on SIGTERM before cancellation",
+    )
     add_option(parser, "--name", default=None, help="display name (default host:pid)")
-    add_option(parser, "--max-message-size", type=int, default=DEFAULT_MAX_MESSAGE_SIZE,
-               help="largest message accepted, in bytes")
+    add_option(
+        parser,
+        "--max-message-size",
+        type=int,
+        default=DEFAULT_MAX_MESSAGE_SIZE,
+        help="largest message accepted, in bytes",
+    )
     add_log_level(parser)
     parser.set_defaults(run=run)
     return parser
@@ -46,8 +68,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         load_task_modules(args.task_modules)
         config = SubworkerConfig(
-            discovery_address=args.discovery_address, concurrency=args.concurrency,
-            shutdown_timeout=args.shutdown_timeout, max_message_size=args.max_message_size,
+            discovery_address=args.discovery_address,
+            concurrency=args.concurrency,
+            shutdown_timeout=args.shutdown_timeout,
+            max_message_size=args.max_message_size,
             **({"name": args.name} if args.name else {}),
         )
         worker = Subworker(config)
@@ -58,8 +82,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = configure_parser(argparse.ArgumentParser(
-        prog="fastworker-subworker", description="Run a FastWorker subworker."))
+    parser = configure_parser(
+        argparse.ArgumentParser(
+            prog="fastworker-subworker", description="Run a FastWorker subworker."
+        )
+    )
     args = parser.parse_args(argv)
     return int(args.run(args))
 

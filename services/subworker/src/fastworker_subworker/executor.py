@@ -16,20 +16,21 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import msgspec
-
 from fastworker import TaskRegistry
 from fastworker_protocol import Assignment, Outcome, TaskError
 
 
 class Executor:
-    def __init__(self, registry: TaskRegistry, concurrency: int,
-                 on_start: Callable[[str], None]) -> None:
+    def __init__(
+        self, registry: TaskRegistry, concurrency: int, on_start: Callable[[str], None]
+    ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self._registry = registry
         self._semaphore = asyncio.Semaphore(concurrency)
-        self._threads = ThreadPoolExecutor(max_workers=concurrency,
-                                           thread_name_prefix="fastworker-task")
+        self._threads = ThreadPoolExecutor(
+            max_workers=concurrency, thread_name_prefix="fastworker-task"
+        )
         self._on_start = on_start
 
     async def execute(self, assignment: Assignment) -> Outcome:
@@ -41,12 +42,18 @@ class Executor:
             except asyncio.CancelledError:
                 raise
             except _Unportable as exc:
-                return _failure(assignment, started, exc.__cause__ or exc,
-                                reason="unserializable_result")
+                return _failure(
+                    assignment, started, exc.__cause__ or exc, reason="unserializable_result"
+                )
             except Exception as exc:
                 return _failure(assignment, started, exc)
-            return Outcome(task_id=assignment.id, ok=True, result=value, started_at=started,
-                           finished_at=time.time())
+            return Outcome(
+                task_id=assignment.id,
+                ok=True,
+                result=value,
+                started_at=started,
+                finished_at=time.time(),
+            )
 
     async def _call(self, assignment: Assignment) -> Any:
         task = self._registry.get(assignment.name)
@@ -56,9 +63,7 @@ class Executor:
             return await task.fn(*assignment.args, **assignment.kwargs)
         call = functools.partial(task.fn, *assignment.args, **assignment.kwargs)
         context = contextvars.copy_context()
-        return await asyncio.get_running_loop().run_in_executor(
-            self._threads, context.run, call
-        )
+        return await asyncio.get_running_loop().run_in_executor(self._threads, context.run, call)
 
     def shutdown(self) -> None:
         """Stop the thread pool without waiting for abandoned sync tasks."""
@@ -77,13 +82,15 @@ def _portable(value: Any) -> Any:
         raise _Unportable(f"result of type {type(value).__name__} cannot be sent") from exc
 
 
-def _failure(assignment: Assignment, started: float, exc: BaseException,
-             reason: str = "exception") -> Outcome:
+def _failure(
+    assignment: Assignment, started: float, exc: BaseException, reason: str = "exception"
+) -> Outcome:
     error = TaskError(
         type=type(exc).__name__,
         message=str(exc),
         traceback="".join(traceback.format_exception(exc)),
         reason=reason,
     )
-    return Outcome(task_id=assignment.id, ok=False, error=error, started_at=started,
-                   finished_at=time.time())
+    return Outcome(
+        task_id=assignment.id, ok=False, error=error, started_at=started, finished_at=time.time()
+    )

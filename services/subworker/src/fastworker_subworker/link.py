@@ -28,15 +28,16 @@ class ControlPlaneLink:
         self._timeout = timeout
         self._channel = RequestChannel(address, codec)
 
-    async def register(self, name: str, concurrency: int,
-                       tasks: list[TaskSignature]) -> Registered:
-        message = Register(worker_id=self.worker_id, name=name, concurrency=concurrency,
-                           tasks=tasks)
+    async def register(self, name: str, concurrency: int, tasks: list[TaskSignature]) -> Registered:
+        message = Register(
+            worker_id=self.worker_id, name=name, concurrency=concurrency, tasks=tasks
+        )
         return await self._channel.request(message, Registered, self._timeout)
 
     async def fetch(self, wait: float) -> list[Assignment]:
-        reply = await self._channel.request(Fetch(worker_id=self.worker_id, wait=wait), Assign,
-                                            wait + _MARGIN)
+        reply = await self._channel.request(
+            Fetch(worker_id=self.worker_id, wait=wait), Assign, wait + _MARGIN
+        )
         return reply.tasks
 
     async def report(self, started: list[str], outcomes: list[Outcome]) -> None:

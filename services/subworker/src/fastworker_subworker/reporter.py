@@ -8,7 +8,6 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 import structlog
-
 from fastworker import ControlPlaneUnavailable, RequestRejected, Timeout
 from fastworker_protocol import ErrorCode, Outcome
 
@@ -72,6 +71,6 @@ class Reporter:
             self._wake.set()
         try:
             await asyncio.wait_for(self._idle.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         return True

@@ -19,7 +19,6 @@ import uuid
 from dataclasses import dataclass, field
 
 import structlog
-
 from fastworker import ControlPlaneUnavailable, RequestRejected, TaskRegistry, Timeout
 from fastworker import default_registry as _default_registry
 from fastworker._discovery import DiscoveryPeer
@@ -35,6 +34,7 @@ from fastworker_protocol import (
     WorkerState,
     next_worker_state,
 )
+
 from fastworker_subworker.executor import Executor
 from fastworker_subworker.link import ControlPlaneLink
 from fastworker_subworker.reporter import Reporter
@@ -62,8 +62,12 @@ class SubworkerConfig:
 
 class Subworker:
     def __init__(
-        self, config: SubworkerConfig | None = None, registry: TaskRegistry | None = None, *,
-        registration_address: str | None = None, worker_id: str | None = None,
+        self,
+        config: SubworkerConfig | None = None,
+        registry: TaskRegistry | None = None,
+        *,
+        registration_address: str | None = None,
+        worker_id: str | None = None,
     ) -> None:
         self.config = config or SubworkerConfig()
         self.registry = registry if registry is not None else _default_registry
@@ -101,8 +105,11 @@ class Subworker:
 
     async def run(self) -> None:
         self._advance(WorkerEvent.START)
-        discovery = (None if self._fixed_address is not None else
-                     DiscoveryPeer(self.config.discovery_address, self._codec, role="subworker"))
+        discovery = (
+            None
+            if self._fixed_address is not None
+            else DiscoveryPeer(self.config.discovery_address, self._codec, role="subworker")
+        )
         executor = Executor(self.registry, self.config.concurrency, self._on_start)
         background: list[asyncio.Task[None]] = []
         try:
@@ -110,8 +117,9 @@ class Subworker:
             if address is None:
                 self._advance(WorkerEvent.STOP)
                 return
-            self._link = ControlPlaneLink(address, self._codec, self.worker_id,
-                                          self.config.request_timeout)
+            self._link = ControlPlaneLink(
+                address, self._codec, self.worker_id, self.config.request_timeout
+            )
             reporter = self._reporter
             if not await self._register():
                 self._advance(WorkerEvent.STOP)
@@ -162,15 +170,21 @@ class Subworker:
         signatures = [t.signature() for t in self.registry]
         while not self._stop_requested.is_set():
             try:
-                registered = await self._link.register(self.config.name, self.config.concurrency,
-                                                       signatures)
+                registered = await self._link.register(
+                    self.config.name, self.config.concurrency, signatures
+                )
             except (ControlPlaneUnavailable, Timeout) as exc:
                 log.warning("registration failed; retrying", error=str(exc))
                 await self._pause()
                 continue
             self._needs_register = False
-            log.info("registered", worker_id=self.worker_id, address=self._link.address,
-                     control_plane=registered.control_plane_id, tasks=self.registry.names())
+            log.info(
+                "registered",
+                worker_id=self.worker_id,
+                address=self._link.address,
+                control_plane=registered.control_plane_id,
+                tasks=self.registry.names(),
+            )
             return True
         return False
 
@@ -240,11 +254,18 @@ class Subworker:
         await asyncio.gather(*unfinished, return_exceptions=True)
         for task in unfinished:
             log.warning("task interrupted by shutdown", task_id=running[task])
-            reporter.finished(Outcome(
-                task_id=running[task], ok=False, requeue=True,
-                error=TaskError(type="Interrupted", reason="interrupted",
-                                message="the subworker shut down before the task finished"),
-            ))
+            reporter.finished(
+                Outcome(
+                    task_id=running[task],
+                    ok=False,
+                    requeue=True,
+                    error=TaskError(
+                        type="Interrupted",
+                        reason="interrupted",
+                        message="the subworker shut down before the task finished",
+                    ),
+                )
+            )
 
     async def _pause(self) -> None:
         with contextlib.suppress(asyncio.TimeoutError):

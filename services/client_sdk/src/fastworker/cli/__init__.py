@@ -20,7 +20,8 @@ __all__ = ["main"]
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="fastworker", description="FastWorker: a brokerless distributed task queue.")
+        prog="fastworker", description="FastWorker: a brokerless distributed task queue."
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for plugin in sorted(entry_points(group="fastworker.commands"), key=lambda e: e.name):
         plugin.load()(commands)

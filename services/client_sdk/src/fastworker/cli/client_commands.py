@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
+from fastworker_protocol import Priority, TaskResult, TaskState
 
 from fastworker.cli.common import (
     EXIT_OK,
@@ -25,21 +26,34 @@ from fastworker.errors import (
     RequestRejected,
     Timeout,
 )
-from fastworker_protocol import Priority, TaskResult, TaskState
-
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = commands.add_parser("submit", help="submit a task (and wait for its result)")
     p.add_argument("--task-name", required=True, help="the registered task name")
-    p.add_argument("--args", nargs="*", default=[], metavar="ARG",
-                   help="positional arguments; each is parsed as JSON if it can be")
-    p.add_argument("--kwargs", type=_json_object, default={}, metavar="JSON",
-                   help='keyword arguments as a JSON object, e.g. \'{"x": 1}\'')
-    p.add_argument("--priority", type=Priority.parse, default=Priority.NORMAL,
-                   help="critical, high, normal or low (default: normal)")
-    p.add_argument("--non-blocking", action="store_true",
-                   help="print the task id and return without waiting")
+    p.add_argument(
+        "--args",
+        nargs="*",
+        default=[],
+        metavar="ARG",
+        help="positional arguments; each is parsed as JSON if it can be",
+    )
+    p.add_argument(
+        "--kwargs",
+        type=_json_object,
+        default={},
+        metavar="JSON",
+        help="keyword arguments as a JSON object, e.g. '{\"x\": 1}'",
+    )
+    p.add_argument(
+        "--priority",
+        type=Priority.parse,
+        default=Priority.NORMAL,
+        help="critical, high, normal or low (default: normal)",
+    )
+    p.add_argument(
+        "--non-blocking", action="store_true", help="print the task id and return without waiting"
+    )
     p.add_argument("--json", action="store_true", help="print the full result as JSON")
     p.set_defaults(run=_submit)
 
@@ -73,8 +87,9 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def _with_client(args: argparse.Namespace, body: Callable[[Client], Awaitable[int]]) -> int:
     async def run() -> int:
-        async with Client(args.discovery_address, timeout=args.timeout, retries=1,
-                          address=args.address) as client:
+        async with Client(
+            args.discovery_address, timeout=args.timeout, retries=1, address=args.address
+        ) as client:
             return await body(client)
 
     try:
@@ -94,11 +109,15 @@ def _submit(args: argparse.Namespace) -> int:
 
     async def body(client: Client) -> int:
         if args.non_blocking:
-            print(await client.apply_async(args.task_name, task_args, args.kwargs,
-                                           priority=args.priority))
+            print(
+                await client.apply_async(
+                    args.task_name, task_args, args.kwargs, priority=args.priority
+                )
+            )
             return EXIT_OK
-        result = await client.submit_task(args.task_name, task_args, args.kwargs,
-                                          priority=args.priority, timeout=args.timeout)
+        result = await client.submit_task(
+            args.task_name, task_args, args.kwargs, priority=args.priority, timeout=args.timeout
+        )
         return _print_result(result, args.json)
 
     return _with_client(args, body)
@@ -123,8 +142,9 @@ def _result(args: argparse.Namespace) -> int:
         if result is None:
             raise CommandError(f"task {args.task_id} is unknown or expired")
         if not result.status.is_final:
-            raise CommandError(f"task {args.task_id} is {result.status}: no result yet "
-                               "(use --wait)")
+            raise CommandError(
+                f"task {args.task_id} is {result.status}: no result yet (use --wait)"
+            )
         return _print_result(result, args.json)
 
     return _with_client(args, body)
@@ -148,10 +168,21 @@ def _workers(args: argparse.Namespace) -> int:
         if args.json:
             _print_json(workers)
         else:
-            _print_table(["WORKER", "STATE", "IN FLIGHT", "CONCURRENCY", "DONE", "SEEN", "TASKS"],
-                         [[w.worker_id + (" (local)" if w.local else ""), w.state, w.in_flight,
-                           w.concurrency, w.completed, f"{w.last_seen_ago:.1f}s ago",
-                           ",".join(w.tasks)] for w in workers])
+            _print_table(
+                ["WORKER", "STATE", "IN FLIGHT", "CONCURRENCY", "DONE", "SEEN", "TASKS"],
+                [
+                    [
+                        w.worker_id + (" (local)" if w.local else ""),
+                        w.state,
+                        w.in_flight,
+                        w.concurrency,
+                        w.completed,
+                        f"{w.last_seen_ago:.1f}s ago",
+                        ",".join(w.tasks),
+                    ]
+                    for w in workers
+                ],
+            )
         return EXIT_OK
 
     return _with_client(args, body)
@@ -163,9 +194,13 @@ def _tasks(args: argparse.Namespace) -> int:
         if args.json:
             _print_json(tasks)
         else:
-            _print_table(["TASK", "NAME", "STATUS", "PRIORITY", "ATTEMPTS", "WORKER"],
-                         [[t.task_id, t.name, t.status, t.priority, t.attempts,
-                           t.worker_id or "-"] for t in tasks])
+            _print_table(
+                ["TASK", "NAME", "STATUS", "PRIORITY", "ATTEMPTS", "WORKER"],
+                [
+                    [t.task_id, t.name, t.status, t.priority, t.attempts, t.worker_id or "-"]
+                    for t in tasks
+                ],
+            )
         return EXIT_OK
 
     return _with_client(args, body)
@@ -182,8 +217,10 @@ def _print_result(result: TaskResult, as_json: bool) -> int:
     if result.status == TaskState.SUCCESS:
         return EXIT_OK
     if result.error is not None:
-        print(f"task {result.task_id} failed: {result.error.type}: {result.error.message}",
-              file=sys.stderr)
+        print(
+            f"task {result.task_id} failed: {result.error.type}: {result.error.message}",
+            file=sys.stderr,
+        )
     else:
         print(f"task {result.task_id} ended {result.status}", file=sys.stderr)
     return EXIT_TASK_FAILED

@@ -8,8 +8,9 @@ import asyncio
 import signal
 from collections.abc import Awaitable, Callable
 
-from fastworker.options import add_option
 from fastworker_protocol import DEFAULT_DISCOVERY_ADDRESS
+
+from fastworker.options import add_option
 
 EXIT_OK = 0
 EXIT_TASK_FAILED = 1
@@ -25,18 +26,32 @@ class CommandError(Exception):
 
 
 def add_client_options(parser: argparse.ArgumentParser) -> None:
-    add_option(parser, "--discovery-address", default=DEFAULT_DISCOVERY_ADDRESS,
-               help="where to find the control plane (its BUS)")
-    add_option(parser, "--address", default=None,
-               help="skip discovery: the control plane's first submission address, "
-                    "e.g. tcp://127.0.0.1:5555")
-    add_option(parser, "--timeout", type=float, default=30.0,
-               help="seconds to wait for the control plane (and for a result)")
+    add_option(
+        parser,
+        "--discovery-address",
+        default=DEFAULT_DISCOVERY_ADDRESS,
+        help="where to find the control plane (its BUS)",
+    )
+    add_option(
+        parser,
+        "--address",
+        default=None,
+        help="skip discovery: the control plane's first submission address, "
+        "e.g. tcp://127.0.0.1:5555",
+    )
+    add_option(
+        parser,
+        "--timeout",
+        type=float,
+        default=30.0,
+        help="seconds to wait for the control plane (and for a result)",
+    )
 
 
 def add_log_level(parser: argparse.ArgumentParser) -> None:
-    add_option(parser, "--log-level", default="info", type=str.lower,
-               help="debug, info, warning or error")
+    add_option(
+        parser, "--log-level", default="info", type=str.lower, help="debug, info, warning or error"
+    )
 
 
 def serve(run: Callable[[], Awaitable[None]], stop: Callable[[], None]) -> int:

@@ -8,16 +8,10 @@ it returns. Final results leave the board's task table for the result cache.
 from __future__ import annotations
 
 import uuid
-from itertools import chain, islice
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain, islice
 
-from fastworker_control_plane.core.arguments import ArgumentChecker
-from fastworker_control_plane.core.dispatch_policy import least_loaded
-from fastworker_control_plane.core.queues import PriorityQueues
-from fastworker_control_plane.core.records import TaskRecord
-from fastworker_control_plane.core.result_cache import DEFAULT_MAX_SIZE, DEFAULT_TTL, ResultCache
-from fastworker_control_plane.core.workers import WorkerRegistry, WorkerSlot
 from fastworker_protocol import (
     Assignment,
     ErrorCode,
@@ -32,6 +26,13 @@ from fastworker_protocol import (
     WorkerInfo,
     WorkerState,
 )
+
+from fastworker_control_plane.core.arguments import ArgumentChecker
+from fastworker_control_plane.core.dispatch_policy import least_loaded
+from fastworker_control_plane.core.queues import PriorityQueues
+from fastworker_control_plane.core.records import TaskRecord
+from fastworker_control_plane.core.result_cache import DEFAULT_MAX_SIZE, DEFAULT_TTL, ResultCache
+from fastworker_control_plane.core.workers import WorkerRegistry, WorkerSlot
 
 # How far past an undispatchable task (no ready worker runs its name) dispatch looks.
 _DISPATCH_SCAN_LIMIT = 1024
@@ -77,13 +78,17 @@ class TaskBoard:
         for index, spec in enumerate(specs):
             checker = self._checkers.get(spec.name)
             if checker is None:
-                raise Rejected(ErrorCode.UNKNOWN_TASK,
-                               f"no subworker has registered a task named {spec.name!r}",
-                               index=index, task_name=spec.name)
+                raise Rejected(
+                    ErrorCode.UNKNOWN_TASK,
+                    f"no subworker has registered a task named {spec.name!r}",
+                    index=index,
+                    task_name=spec.name,
+                )
             problem = checker.problem(spec.args, spec.kwargs)
             if problem is not None:
-                raise Rejected(ErrorCode.INVALID_ARGUMENTS, problem, index=index,
-                               task_name=spec.name)
+                raise Rejected(
+                    ErrorCode.INVALID_ARGUMENTS, problem, index=index, task_name=spec.name
+                )
         ids = []
         for spec in specs:
             task_id = spec.id or uuid.uuid4().hex
@@ -110,8 +115,14 @@ class TaskBoard:
     # --- subworkers ----------------------------------------------------------------------------
 
     def register(
-        self, worker_id: str, name: str, concurrency: int, signatures: Iterable[TaskSignature],
-        now: float, *, local: bool = False,
+        self,
+        worker_id: str,
+        name: str,
+        concurrency: int,
+        signatures: Iterable[TaskSignature],
+        now: float,
+        *,
+        local: bool = False,
     ) -> list[TaskResult]:
         """Add a subworker. Re-registering an id first removes the old registration (its
         tasks are redelivered); returns tasks that became final doing so."""
@@ -128,8 +139,9 @@ class TaskBoard:
         """Record that the worker is alive; raises ``Rejected`` if it is not registered."""
         slot = self.workers.get(worker_id)
         if slot is None:
-            raise Rejected(ErrorCode.UNKNOWN_WORKER,
-                           f"worker {worker_id!r} is not registered: register again")
+            raise Rejected(
+                ErrorCode.UNKNOWN_WORKER, f"worker {worker_id!r} is not registered: register again"
+            )
         slot.last_seen = now
         return slot
 
@@ -242,8 +254,8 @@ class TaskBoard:
             record.error = TaskError(
                 type="WorkerLost",
                 message=f"the subworker running the task was lost {record.attempts} times "
-                        f"(last: {reason}); giving up after {self.config.max_redeliveries} "
-                        "redeliveries",
+                f"(last: {reason}); giving up after {self.config.max_redeliveries} "
+                "redeliveries",
                 reason="worker_lost",
             )
             return self._finish(record, TaskEvent.FAIL, now)

@@ -44,13 +44,26 @@ class TaskRecord:
         return self.state
 
     def assignment(self) -> Assignment:
-        return Assignment(id=self.id, name=self.name, args=self.args, kwargs=self.kwargs,
-                          headers=self.headers, attempt=self.attempts)
+        return Assignment(
+            id=self.id,
+            name=self.name,
+            args=self.args,
+            kwargs=self.kwargs,
+            headers=self.headers,
+            attempt=self.attempts,
+        )
 
     def snapshot(self) -> TaskResult:
         return TaskResult(
-            task_id=self.id, name=self.name, status=self.state, priority=self.priority,
-            result=self.result, error=self.error, attempts=self.attempts,
-            worker_id=self.worker_id, submitted_at=self.submitted_at,
-            started_at=self.started_at, finished_at=self.finished_at,
+            task_id=self.id,
+            name=self.name,
+            status=self.state,
+            priority=self.priority,
+            result=self.result,
+            error=self.error,
+            attempts=self.attempts,
+            worker_id=self.worker_id,
+            submitted_at=self.submitted_at,
+            started_at=self.started_at,
+            finished_at=self.finished_at,
         )

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from fastworker_control_plane.core.dispatch_policy import Load
 from fastworker_protocol import WorkerInfo, WorkerState
+
+from fastworker_control_plane.core.dispatch_policy import Load
 
 
 @dataclass
@@ -31,10 +32,15 @@ class WorkerSlot:
 
     def info(self, now: float) -> WorkerInfo:
         return WorkerInfo(
-            worker_id=self.worker_id, name=self.name, state=self.state,
-            concurrency=self.concurrency, in_flight=len(self.in_flight),
-            completed=self.completed, tasks=sorted(self.tasks),
-            last_seen_ago=max(0.0, now - self.last_seen), local=self.local,
+            worker_id=self.worker_id,
+            name=self.name,
+            state=self.state,
+            concurrency=self.concurrency,
+            in_flight=len(self.in_flight),
+            completed=self.completed,
+            tasks=sorted(self.tasks),
+            last_seen_ago=max(0.0, now - self.last_seen),
+            local=self.local,
         )
 
 

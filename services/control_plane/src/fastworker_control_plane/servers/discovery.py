@@ -13,7 +13,6 @@ import contextlib
 
 import pynng
 import structlog
-
 from fastworker_protocol import Announce, Codec, DecodeError, Probe
 
 log = structlog.get_logger(__name__)
@@ -22,8 +21,13 @@ ANNOUNCE_INTERVAL = 2.0
 
 
 class DiscoveryAnnouncer:
-    def __init__(self, socket: pynng.Bus0, codec: Codec, announce: Announce,
-                 interval: float = ANNOUNCE_INTERVAL) -> None:
+    def __init__(
+        self,
+        socket: pynng.Bus0,
+        codec: Codec,
+        announce: Announce,
+        interval: float = ANNOUNCE_INTERVAL,
+    ) -> None:
         self._socket = socket
         self._codec = codec
         self._announcement = codec.encode(announce)

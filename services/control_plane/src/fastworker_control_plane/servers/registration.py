@@ -7,7 +7,6 @@ dispatch channel), push ``Report``s of started and finished tasks, and say ``Dra
 
 from __future__ import annotations
 
-from fastworker_control_plane.engine import Engine
 from fastworker_protocol import (
     Ack,
     Assign,
@@ -19,6 +18,8 @@ from fastworker_protocol import (
     Report,
     Unregister,
 )
+
+from fastworker_control_plane.engine import Engine
 
 SERVES: tuple[type[Message], ...] = (Register, Fetch, Report, Drain, Unregister)
 MAX_FETCH_WAIT = 5.0
@@ -43,12 +44,18 @@ class RegistrationHandler:
                 return Ack()
             case Register(worker_id=worker_id, name=name, concurrency=concurrency, tasks=tasks):
                 local = worker_id == self._local_worker_id
-                engine.finished(engine.board.register(worker_id, name, concurrency, tasks,
-                                                      engine.clock(), local=local))
+                engine.finished(
+                    engine.board.register(
+                        worker_id, name, concurrency, tasks, engine.clock(), local=local
+                    )
+                )
                 engine.seen(worker_id, pipe_id)
                 engine.kick()
-                return Registered(worker_id=worker_id, control_plane_id=self._instance_id,
-                                  heartbeat_timeout=engine.heartbeat_timeout)
+                return Registered(
+                    worker_id=worker_id,
+                    control_plane_id=self._instance_id,
+                    heartbeat_timeout=engine.heartbeat_timeout,
+                )
             case Drain(worker_id=worker_id):
                 engine.board.drain(worker_id, engine.clock())
                 return Ack()

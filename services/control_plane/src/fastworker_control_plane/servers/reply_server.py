@@ -17,9 +17,9 @@ from collections.abc import Awaitable, Callable
 
 import pynng
 import structlog
+from fastworker_protocol import Codec, DecodeError, Error, ErrorCode, Message, message_op
 
 from fastworker_control_plane.core.board import Rejected
-from fastworker_protocol import Codec, DecodeError, Error, ErrorCode, Message, message_op
 
 log = structlog.get_logger(__name__)
 
@@ -32,7 +32,11 @@ _MAX_IDLE = 16
 
 class ReplyServer:
     def __init__(
-        self, name: str, socket: pynng.Socket, codec: Codec, handler: Handler,
+        self,
+        name: str,
+        socket: pynng.Socket,
+        codec: Codec,
+        handler: Handler,
         serves: tuple[type[Message], ...],
     ) -> None:
         self.name = name
@@ -94,15 +98,15 @@ class ReplyServer:
             return self._error(exc.code, str(exc))
         if not isinstance(message, self._serves):
             served = ", ".join(message_op(m) for m in self._serves)
-            return self._error(ErrorCode.WRONG_PORT,
-                               f"{message_op(message)!r} is not served here ({self.name} "
-                               f"serves: {served})")
+            return self._error(
+                ErrorCode.WRONG_PORT,
+                f"{message_op(message)!r} is not served here ({self.name} serves: {served})",
+            )
         try:
             reply = await self._handler(message, pipe_id)
             return self._codec.encode(reply)
         except Rejected as exc:
-            return self._codec.encode(Error(code=exc.code, message=exc.message,
-                                            detail=exc.detail))
+            return self._codec.encode(Error(code=exc.code, message=exc.message, detail=exc.detail))
         except asyncio.CancelledError:
             raise
         except Exception as exc:

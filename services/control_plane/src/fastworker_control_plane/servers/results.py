@@ -3,7 +3,6 @@ listings)."""
 
 from __future__ import annotations
 
-from fastworker_control_plane.engine import Engine
 from fastworker_protocol import (
     Cancel,
     Cancelled,
@@ -15,6 +14,8 @@ from fastworker_protocol import (
     TaskList,
     WorkerList,
 )
+
+from fastworker_control_plane.engine import Engine
 
 SERVES: tuple[type[Message], ...] = (Get, Cancel, ListTasks, ListWorkers)
 MAX_LISTED = 10_000
@@ -28,9 +29,9 @@ class ResultsHandler:
     async def __call__(self, message: Message, pipe_id: int) -> Message:
         engine = self._engine
         match message:
-            case Get(task_ids=task_ids, wait=None):
-                return Results(results=[engine.lookup(t) for t in task_ids])
             case Get(task_ids=task_ids, wait=wait):
+                if wait is None:
+                    return Results(results=[engine.lookup(t) for t in task_ids])
                 return Results(results=await engine.wait(task_ids, min(wait, self._max_wait)))
             case Cancel(task_id=task_id):
                 result, changed = engine.cancel(task_id)

@@ -5,9 +5,10 @@ The port a ``Submit`` arrives on is its tasks' priority.
 
 from __future__ import annotations
 
-from fastworker_control_plane.engine import Engine
 from fastworker_protocol import Accepted, ErrorCode, Message, Priority, Results, Submit
+
 from fastworker_control_plane.core.board import Rejected
+from fastworker_control_plane.engine import Engine
 
 SERVES: tuple[type[Message], ...] = (Submit,)
 
