@@ -56,6 +56,8 @@ class RequestChannel:
                     "(start one with `fastworker control-plane`)"
                 ) from None
             raise Timeout(f"no reply from {self.address} within {timeout:g} s") from None
+        except pynng.NNGException as exc:
+            raise ControlPlaneUnavailable(f"connection to {self.address} failed: {exc}") from exc
         finally:
             context.close()
         try:

@@ -75,9 +75,10 @@ class _Unportable(Exception):
 
 
 def _portable(value: Any) -> Any:
-    """The value as plain msgpack types, or ``_Unportable`` if it has none."""
+    """The value as plain msgpack types (bytes stay bytes; datetimes, UUIDs, dataclasses
+    and enums become their portable forms), or ``_Unportable`` if it has none."""
     try:
-        return msgspec.to_builtins(value)
+        return msgspec.to_builtins(value, builtin_types=(bytes, bytearray, memoryview))
     except (TypeError, ValueError, OverflowError) as exc:
         raise _Unportable(f"result of type {type(value).__name__} cannot be sent") from exc
 

@@ -131,10 +131,14 @@ class Subworker:
             if discovery is not None:
                 background.append(loop.create_task(self._watch(discovery)))
             fetching = loop.create_task(self._fetch_loop(executor))
-            await self._stop_requested.wait()
+            stopping = loop.create_task(self._stop_requested.wait())
+            await asyncio.wait([fetching, stopping], return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
             self._advance(WorkerEvent.DRAIN)
+            if fetching.done() and not fetching.cancelled() and fetching.exception():
+                log.error("fetch loop failed; draining", exc_info=fetching.exception())
             fetching.cancel()
-            await asyncio.gather(fetching, return_exceptions=True)
+            await asyncio.gather(fetching, stopping, return_exceptions=True)
             await self._drain(reporter)
             self._advance(WorkerEvent.STOP)
             await reporter.flush(_FLUSH_TIMEOUT)

@@ -1,0 +1,94 @@
+"""Bad input on every port gets a clear error reply, and the control plane keeps serving."""
+
+from __future__ import annotations
+
+import asyncio
+
+import msgspec
+import pynng
+import pytest
+from harness import Cluster
+
+from fastworker import Client, InvalidArguments, UnknownTask
+from fastworker_protocol import Codec, Error, Get, Submit, TaskSpec
+
+GARBAGE = [b"", b"\xc1", b"\x81\xa2op", b"not msgpack at all", b"\x93\x01\x02\x03",
+           msgspec.msgpack.encode({"op": "submit", "tasks": "nope"}),
+           msgspec.msgpack.encode({"no": "op"})]
+
+
+async def _ask(address: str, payload: bytes) -> Error:
+    with pynng.Req0(dial=address, recv_timeout=10_000, send_timeout=10_000) as req:
+        await req.asend(payload)
+        reply = Codec().decode(await req.arecv())
+    assert isinstance(reply, Error), reply
+    return reply
+
+
+@pytest.fixture
+def ports(cluster: Cluster) -> list[int]:
+    return [cluster.base_port + offset for offset in range(6)]
+
+
+async def test_garbage_on_every_request_port_gets_an_error_reply(
+    cluster: Cluster, client: Client, ports: list[int]
+) -> None:
+    for port in ports:
+        for payload in GARBAGE:
+            error = await _ask(f"tcp://127.0.0.1:{port}", payload)
+            assert error.code in {"malformed", "invalid_message"}, (port, payload, error)
+            assert error.message
+    assert (await client.submit_task("add", args=(1, 1))).result == 2
+
+
+async def test_unknown_ops_versions_and_wrong_ports_get_their_own_codes(
+    cluster: Cluster, client: Client
+) -> None:
+    submit_port = f"tcp://127.0.0.1:{cluster.base_port}"
+    results_port = f"tcp://127.0.0.1:{cluster.base_port + 4}"
+    unknown = await _ask(submit_port, msgspec.msgpack.encode({"op": "explode", "v": 1}))
+    assert unknown.code == "unknown_op"
+    future = await _ask(submit_port, msgspec.msgpack.encode({"op": "get", "v": 2,
+                                                             "task_ids": []}))
+    assert future.code == "unsupported_version"
+    misplaced = await _ask(submit_port, Codec().encode(Get(task_ids=["x"])))
+    assert misplaced.code == "wrong_port"
+    misplaced = await _ask(results_port, Codec().encode(Submit(tasks=[])))
+    assert misplaced.code == "wrong_port"
+    assert (await client.submit_task("add", args=(2, 2))).result == 4
+
+
+async def test_an_oversize_frame_gets_an_oversize_error(cluster: Cluster) -> None:
+    cluster.control_plane("--max-message-size", "4096")
+    big = Codec().encode(Submit(tasks=[TaskSpec(name="echo", args=["x" * 5000])]))
+    error = await _ask(f"tcp://127.0.0.1:{cluster.base_port + 2}", big)
+    assert error.code == "oversize"
+    async with cluster.client(max_message_size=4096) as client:
+        assert (await client.submit_task("add", args=(3, 3))).result == 6
+
+
+async def test_unknown_task_names_and_wrong_arguments_are_rejected_before_queueing(
+    client: Client,
+) -> None:
+    with pytest.raises(UnknownTask, match="no_such_task"):
+        await client.delay("no_such_task", 1)
+    with pytest.raises(InvalidArguments, match="missing a required argument: 'y'"):
+        await client.delay("add", 1)
+    with pytest.raises(InvalidArguments, match="unexpected keyword argument 'z'"):
+        await client.delay("add", 1, 2, z=3)
+    assert await client.list_tasks() == []
+
+
+async def test_garbage_on_the_discovery_bus_is_ignored(cluster: Cluster, client: Client) -> None:
+    with pynng.Bus0(dial=cluster.discovery) as bus:
+        for payload in GARBAGE:
+            bus.send(payload)
+    async with cluster.client() as another:
+        assert (await another.submit_task("add", args=(4, 4))).result == 8
+
+
+async def test_a_batch_with_one_bad_task_is_rejected_whole(client: Client) -> None:
+    with pytest.raises(UnknownTask):
+        await client.submit_batch([("add", (1, 2)), ("nope", ()), ("add", (3, 4))])
+    assert await client.list_tasks() == []
+    assert len(await asyncio.gather(client.delay("add", 1, 2))) == 1
