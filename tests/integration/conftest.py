@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Cluster
-
 from fastworker import Client
+from harness import Cluster
 
 
 @pytest.fixture

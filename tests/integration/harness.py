@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,8 +110,11 @@ class Cluster:
         with log.open("wb") as out:
             popen = subprocess.Popen(
                 [sys.executable, "-m", "fastworker.cli", *args],
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env or self.env(), cwd=self.tmp,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env or self.env(),
+                cwd=self.tmp,
             )
         proc = Proc(name, popen, log)
         self.procs.append(proc)
@@ -119,15 +122,32 @@ class Cluster:
 
     def control_plane(self, *extra: str, local_concurrency: int = 4) -> Proc:
         return self.spawn(
-            "control-plane", "control-plane", "--task-modules", "it_tasks",
-            "--base-port", str(self.base_port), "--discovery-port", str(self.discovery_port),
-            "--local-concurrency", str(local_concurrency), *extra,
+            "control-plane",
+            "control-plane",
+            "--task-modules",
+            "it_tasks",
+            "--base-port",
+            str(self.base_port),
+            "--discovery-port",
+            str(self.discovery_port),
+            "--local-concurrency",
+            str(local_concurrency),
+            "--shutdown-timeout",  # a short drain keeps teardown quick after long tasks
+            "3",
+            *extra,
         )
 
     def subworker(self, *extra: str, concurrency: int = 4) -> Proc:
         return self.spawn(
-            "subworker", "subworker", "--task-modules", "it_tasks",
-            "--discovery-address", self.discovery, "--concurrency", str(concurrency), *extra,
+            "subworker",
+            "subworker",
+            "--task-modules",
+            "it_tasks",
+            "--discovery-address",
+            self.discovery,
+            "--concurrency",
+            str(concurrency),
+            *extra,
         )
 
     def client(self, **options: Any) -> Client:
@@ -145,5 +165,3 @@ class Cluster:
     def stop(self) -> None:
         for proc in reversed(self.procs):
             proc.stop()
-
-

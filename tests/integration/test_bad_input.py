@@ -7,14 +7,19 @@ import asyncio
 import msgspec
 import pynng
 import pytest
-from harness import Cluster
-
 from fastworker import Client, InvalidArguments, UnknownTask
 from fastworker_protocol import Codec, Error, Get, Submit, TaskSpec
+from harness import Cluster
 
-GARBAGE = [b"", b"\xc1", b"\x81\xa2op", b"not msgpack at all", b"\x93\x01\x02\x03",
-           msgspec.msgpack.encode({"op": "submit", "tasks": "nope"}),
-           msgspec.msgpack.encode({"no": "op"})]
+GARBAGE = [
+    b"",
+    b"\xc1",
+    b"\x81\xa2op",
+    b"not msgpack at all",
+    b"\x93\x01\x02\x03",
+    msgspec.msgpack.encode({"op": "submit", "tasks": "nope"}),
+    msgspec.msgpack.encode({"no": "op"}),
+]
 
 
 async def _ask(address: str, payload: bytes) -> Error:
@@ -48,8 +53,7 @@ async def test_unknown_ops_versions_and_wrong_ports_get_their_own_codes(
     results_port = f"tcp://127.0.0.1:{cluster.base_port + 4}"
     unknown = await _ask(submit_port, msgspec.msgpack.encode({"op": "explode", "v": 1}))
     assert unknown.code == "unknown_op"
-    future = await _ask(submit_port, msgspec.msgpack.encode({"op": "get", "v": 2,
-                                                             "task_ids": []}))
+    future = await _ask(submit_port, msgspec.msgpack.encode({"op": "get", "v": 2, "task_ids": []}))
     assert future.code == "unsupported_version"
     misplaced = await _ask(submit_port, Codec().encode(Get(task_ids=["x"])))
     assert misplaced.code == "wrong_port"

@@ -6,15 +6,19 @@ import asyncio
 import subprocess
 import sys
 
-from harness import Cluster, free_port_block
-
 from fastworker import Client
+from harness import Cluster, free_port_block
 
 
 async def _fastworker(cluster: Cluster, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "fastworker.cli", *args,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cluster.env(**env),
+        sys.executable,
+        "-m",
+        "fastworker.cli",
+        *args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=cluster.env(**env),
     )
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode is not None
@@ -22,24 +26,50 @@ async def _fastworker(cluster: Cluster, *args: str, **env: str) -> subprocess.Co
 
 
 async def test_submit_prints_the_result_and_exits_0(cluster: Cluster, client: Client) -> None:
-    done = await _fastworker(cluster, "submit", "--task-name", "add", "--args", "5", "3",
-                             "--discovery-address", cluster.discovery)
+    done = await _fastworker(
+        cluster,
+        "submit",
+        "--task-name",
+        "add",
+        "--args",
+        "5",
+        "3",
+        "--discovery-address",
+        cluster.discovery,
+    )
     assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "8", "")
 
 
 async def test_every_flag_also_reads_its_environment_variable(
     cluster: Cluster, client: Client
 ) -> None:
-    done = await _fastworker(cluster, "submit", "--task-name", "echo", "--args", "hello",
-                             "--priority", "high", FASTWORKER_DISCOVERY_ADDRESS=cluster.discovery)
+    done = await _fastworker(
+        cluster,
+        "submit",
+        "--task-name",
+        "echo",
+        "--args",
+        "hello",
+        "--priority",
+        "high",
+        FASTWORKER_DISCOVERY_ADDRESS=cluster.discovery,
+    )
     assert (done.returncode, done.stdout.strip()) == (0, '"hello"')
 
 
 async def test_a_failed_task_exits_1_with_the_error_on_stderr(
     cluster: Cluster, client: Client
 ) -> None:
-    done = await _fastworker(cluster, "submit", "--task-name", "explode", "--args", "bad",
-                             "--discovery-address", cluster.discovery)
+    done = await _fastworker(
+        cluster,
+        "submit",
+        "--task-name",
+        "explode",
+        "--args",
+        "bad",
+        "--discovery-address",
+        cluster.discovery,
+    )
     assert done.returncode == 1
     assert "RuntimeError: bad" in done.stderr
 
@@ -48,8 +78,9 @@ async def test_non_blocking_submit_then_status_result_and_cancel(
     cluster: Cluster, client: Client
 ) -> None:
     where = ("--discovery-address", cluster.discovery)
-    submitted = await _fastworker(cluster, "submit", "--task-name", "add", "--args", "1", "2",
-                                  "--non-blocking", *where)
+    submitted = await _fastworker(
+        cluster, "submit", "--task-name", "add", "--args", "1", "2", "--non-blocking", *where
+    )
     task_id = submitted.stdout.strip()
     assert submitted.returncode == 0 and len(task_id) == 32
     result = await _fastworker(cluster, "result", "--task-id", task_id, "--wait", *where)
@@ -77,20 +108,33 @@ async def test_workers_and_tasks_print_tables_or_json(cluster: Cluster, client: 
 
 async def test_usage_and_connection_errors_exit_2_with_one_line(cluster: Cluster) -> None:
     nobody = f"tcp://127.0.0.1:{free_port_block(1)}"
-    done = await _fastworker(cluster, "submit", "--task-name", "add", "--args", "1", "2",
-                             "--discovery-address", nobody, "--timeout", "1")
+    done = await _fastworker(
+        cluster,
+        "submit",
+        "--task-name",
+        "add",
+        "--args",
+        "1",
+        "2",
+        "--discovery-address",
+        nobody,
+        "--timeout",
+        "1",
+    )
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1
     assert "no control plane" in done.stderr
-    unknown = await _fastworker(cluster, "status", "--task-id", "x", "--timeout", "1",
-                                "--discovery-address", nobody)
+    unknown = await _fastworker(
+        cluster, "status", "--task-id", "x", "--timeout", "1", "--discovery-address", nobody
+    )
     assert unknown.returncode == 2
     bad = await _fastworker(cluster, "submit", "--priority", "urgent", "--task-name", "add")
     assert bad.returncode == 2
 
 
 async def test_an_unknown_task_id_is_a_usage_error(cluster: Cluster, client: Client) -> None:
-    done = await _fastworker(cluster, "status", "--task-id", "nope",
-                             "--discovery-address", cluster.discovery)
+    done = await _fastworker(
+        cluster, "status", "--task-id", "nope", "--discovery-address", cluster.discovery
+    )
     assert done.returncode == 2
     assert "unknown or expired" in done.stderr

@@ -6,8 +6,6 @@ import asyncio
 import time
 
 import pytest
-from harness import Cluster, free_port_block
-
 from fastworker import (
     Client,
     ControlPlaneUnavailable,
@@ -17,6 +15,7 @@ from fastworker import (
     TaskStatus,
     Timeout,
 )
+from harness import Cluster, free_port_block
 
 
 async def test_delay_returns_an_id_whose_result_can_be_fetched_later(client: Client) -> None:
@@ -102,8 +101,12 @@ async def test_the_sync_client_offers_the_same_calls(cluster: Cluster) -> None:
             result = client.submit_task("add", args=(20, 22))
             task_id = client.delay("echo", "sync")
             ids = client.submit_batch([("add", (i, i)) for i in range(10)])
-            return (result.result, client.wait(task_id),
-                    [client.wait(t) for t in ids], len(client.list_workers()))
+            return (
+                result.result,
+                client.wait(task_id),
+                [client.wait(t) for t in ids],
+                len(client.list_workers()),
+            )
 
     answer, echoed, doubled, workers = await asyncio.to_thread(use_sync_client)
     assert (answer, echoed, workers) == (42, "sync", 1)

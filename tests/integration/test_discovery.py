@@ -6,10 +6,9 @@ import asyncio
 import time
 
 import pynng
-from harness import Cluster, wait_until
-
 from fastworker import Client
 from fastworker_protocol import Announce, Codec, Probe
+from harness import Cluster, wait_until
 
 
 async def _announcement(discovery: str) -> Announce:
@@ -19,7 +18,7 @@ async def _announcement(discovery: str) -> Announce:
             bus.send(codec.encode(Probe()))
             try:
                 data = await asyncio.wait_for(bus.arecv(), 0.25)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 continue
             message = codec.decode(data)
             if isinstance(message, Announce):

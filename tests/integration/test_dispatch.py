@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
-from harness import Cluster
-
 from fastworker import Priority
+from harness import Cluster
 
 
 async def test_two_subworkers_each_get_about_half_of_the_work(cluster: Cluster) -> None:
@@ -37,9 +36,11 @@ async def test_critical_tasks_submitted_last_finish_before_low_tasks_submitted_f
         await cluster.workers(client, 1)
         # When a backlog of LOW tasks is queued, then CRITICAL ones
         low = await client.submit_batch(
-            [{"task_name": "nap", "args": [0.02, "low"], "priority": "low"}] * 20)
+            [{"task_name": "nap", "args": [0.02, "low"], "priority": "low"}] * 20
+        )
         critical = await client.submit_batch(
-            [{"task_name": "nap", "args": [0.02, "critical"], "priority": Priority.CRITICAL}] * 5)
+            [{"task_name": "nap", "args": [0.02, "critical"], "priority": Priority.CRITICAL}] * 5
+        )
         low_done = await asyncio.gather(*(client.wait_result(t) for t in low))
         critical_done = await asyncio.gather(*(client.wait_result(t) for t in critical))
     # Then only the LOW task already running when they arrived beats the CRITICAL ones
@@ -54,14 +55,18 @@ async def test_draining_the_backlog_follows_priority_order(cluster: Cluster) -> 
     async with cluster.client() as client:
         # Given tasks of every priority queued while no subworker exists
         order = [Priority.LOW, Priority.NORMAL, Priority.HIGH, Priority.CRITICAL]
-        ids = {p: await client.submit_batch(
-            [{"task_name": "nap", "args": [0, str(p)], "priority": p}] * 3) for p in order}
+        ids = {
+            p: await client.submit_batch(
+                [{"task_name": "nap", "args": [0, str(p)], "priority": p}] * 3
+            )
+            for p in order
+        }
         # When a single-slot subworker joins
         cluster.subworker(concurrency=1)
-        results = {p: await asyncio.gather(*(client.wait_result(t) for t in ids[p]))
-                   for p in order}
+        results = {p: await asyncio.gather(*(client.wait_result(t) for t in ids[p])) for p in order}
     # Then every CRITICAL finished before every HIGH, and so on down
     ranked = sorted(order, key=lambda p: p.rank)
     for higher, lower in zip(ranked, ranked[1:], strict=False):
         assert max(r.finished_at or 0 for r in results[higher]) <= min(
-            r.finished_at or 0 for r in results[lower])
+            r.finished_at or 0 for r in results[lower]
+        )

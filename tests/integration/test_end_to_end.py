@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 import random
 
-from harness import Cluster
-
 from fastworker import Client, Priority, TaskStatus
+from harness import Cluster
 
 
 async def test_a_thousand_tasks_of_mixed_priorities_all_return_their_own_results(
@@ -68,7 +67,15 @@ async def test_a_result_that_cannot_be_sent_is_a_clear_failure(client: Client) -
 
 
 async def test_values_of_every_msgpack_type_round_trip(client: Client) -> None:
-    value = {"none": None, "t": True, "i": -(2**40), "f": 1.5, "s": "ü", "b": b"\x00\xff",
-             "l": [1, [2, [3]]], "d": {"k": {"j": []}}}
+    value = {
+        "none": None,
+        "t": True,
+        "i": -(2**40),
+        "f": 1.5,
+        "s": "ü",
+        "b": b"\x00\xff",
+        "l": [1, [2, [3]]],
+        "d": {"k": {"j": []}},
+    }
     result = await client.submit_task("echo", args=(value,))
     assert result.result == value

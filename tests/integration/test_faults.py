@@ -6,9 +6,8 @@ import asyncio
 import signal
 import time
 
-from harness import Cluster, wait_until
-
 from fastworker import Client, TaskStatus
+from harness import Cluster, wait_until
 
 
 async def _holding(client: Client, worker_pid: int) -> bool:

@@ -74,7 +74,7 @@ def test_two_functions_cannot_share_a_task_name() -> None:
     def second() -> None:
         return None
 
-    with pytest.raises(ValueError, match="'job' is already registered by .*first"):
+    with pytest.raises(ValueError, match=r"'job' is already registered by .*first"):
         task(name="job", registry=registry)(second)
     assert registry.get("job") is first
 
@@ -157,4 +157,6 @@ def test_a_default_of_none_still_counts_as_a_default() -> None:
     def maybe(x: int | None = None) -> int | None:
         return x
 
-    assert maybe.signature().params == [Param(name="x", kind="POSITIONAL_OR_KEYWORD", has_default=True)]
+    assert maybe.signature().params == [
+        Param(name="x", kind="POSITIONAL_OR_KEYWORD", has_default=True)
+    ]

@@ -121,11 +121,6 @@ def test_a_finished_task_is_not_run_again_when_its_id_is_resubmitted() -> None:
     assert result.status == TaskState.SUCCESS
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: submit checks `id in results` (ignores TTL), so an id whose result expired "
-    "but was not yet swept is acknowledged yet never queued, and get() returns None",
-)
 def test_an_id_whose_result_has_expired_is_queued_again() -> None:
     board = board_knowing_add(result_ttl=60.0)
     board.submit([spec("t1")], Priority.NORMAL, NOW)
@@ -221,11 +216,6 @@ def test_list_tasks_shows_the_newest_first_and_honours_status_and_limit() -> Non
     assert board.list_tasks(None, -5, NOW + 3) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: list_tasks orders cached results by LRU position, so reading an older "
-    "result with get() moves it ahead of newer ones",
-)
 def test_reading_a_result_does_not_change_its_place_in_the_listing() -> None:
     board = board_knowing_add()
     board.submit([spec("old")], Priority.NORMAL, NOW)

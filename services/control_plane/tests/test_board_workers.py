@@ -52,11 +52,6 @@ def test_a_lost_worker_s_tasks_go_back_to_the_front_of_their_priority() -> None:
     assert [(a.id, a.attempt) for a in plan["w2"]] == [("t1", 2)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: remove_worker pushes held tasks to the front in set-iteration order, "
-    "so a lost worker's tasks lose their relative order (often reversed)",
-)
 def test_a_lost_worker_s_tasks_keep_their_relative_order() -> None:
     held = [f"t{i:02d}" for i in range(20)]
     board = board_with("w1", "w2", concurrency=len(held))

@@ -9,6 +9,7 @@ retry by their task ids.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import TypeVar
 
 import pynng
@@ -47,19 +48,27 @@ class RequestChannel:
         """
         data = self._codec.encode(message)
         context = self._socket.new_context()
+        exchange = asyncio.ensure_future(_exchange(context, data))
         try:
-            reply_bytes = await asyncio.wait_for(self._exchange(context, data), timeout)
-        except TimeoutError:
+            await asyncio.wait((exchange,), timeout=timeout)
+        finally:
+            # Closing the context aborts its NNG operations, which then end ``exchange``
+            # with ``Closed``; cancelling them instead is not reliable in pynng.
+            if not exchange.done():
+                exchange.add_done_callback(_discard_outcome)
+            with contextlib.suppress(pynng.NNGException):
+                context.close()
+        if not exchange.done():
             if not self.connected:
                 raise ControlPlaneUnavailable(
                     f"no control plane answered at {self.address}: is it running? "
                     "(start one with `fastworker control-plane`)"
-                ) from None
-            raise Timeout(f"no reply from {self.address} within {timeout:g} s") from None
+                )
+            raise Timeout(f"no reply from {self.address} within {timeout:g} s")
+        try:
+            reply_bytes = exchange.result()
         except pynng.NNGException as exc:
             raise ControlPlaneUnavailable(f"connection to {self.address} failed: {exc}") from exc
-        finally:
-            context.close()
         try:
             reply = self._codec.decode(reply_bytes)
         except DecodeError as exc:
@@ -74,16 +83,21 @@ class RequestChannel:
             )
         return reply
 
-    @staticmethod
-    async def _exchange(context: pynng.Context, data: bytes) -> bytes:
-        await context.asend(data)
-        reply: bytes = await context.arecv()
-        return reply
-
     def close(self) -> None:
         if not self._closed:
             self._closed = True
             self._socket.close()
+
+
+async def _exchange(context: pynng.Context, data: bytes) -> bytes:
+    await context.asend(data)
+    reply: bytes = await context.arecv()
+    return reply
+
+
+def _discard_outcome(exchange: asyncio.Future[bytes]) -> None:
+    if not exchange.cancelled():
+        exchange.exception()
 
 
 def _nng_limit(codec: Codec) -> int:

@@ -326,10 +326,10 @@ def announce_from_base(address: str) -> Announce:
     """The addresses of a control plane given its first submission address (``tcp://h:5555``)."""
     scheme, sep, rest = address.partition("://")
     host, _, port = rest.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
     if scheme != "tcp" or not sep or not host or not port.isdigit():
         raise ValueError(f"address must look like tcp://host:5555, got {address!r}")
     ports = PortMap(base=int(port))
-    host = host.strip("[]")
     return Announce(
         instance_id="",
         submit=[tcp_address(host, ports.submission(p)) for p in Priority.by_rank()],

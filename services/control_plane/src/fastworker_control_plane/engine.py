@@ -85,6 +85,13 @@ class Engine:
         if not future.done():
             future.set_result([])
 
+    def drain(self, worker_id: str) -> None:
+        """The worker takes no new work: answer its held fetch now, empty."""
+        self.board.drain(worker_id, self.clock())
+        pending = self._fetches.pop(worker_id, None)
+        if pending is not None and not pending.done():
+            pending.set_result([])
+
     def report(self, worker_id: str, started: Iterable[str], outcomes: Iterable[Outcome]) -> None:
         self.finished(self.board.report(worker_id, started, outcomes, self.clock()))
         self.kick()

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from fastworker_protocol.errors import (
+    DecodeError,
     EncodeError,
     InvalidMessage,
     MalformedMessage,
@@ -40,7 +41,7 @@ class Codec:
     def encode(self, message: Message) -> bytes:
         try:
             data = self._encoder.encode(message)
-        except (TypeError, ValueError, OverflowError) as exc:
+        except (TypeError, ValueError, OverflowError, RecursionError) as exc:
             raise EncodeError(f"cannot encode {type(message).__name__}: {exc}") from exc
         if len(data) > self.max_message_size:
             raise EncodeError(
@@ -61,10 +62,7 @@ class Codec:
         except (msgspec.DecodeError, RecursionError, MemoryError) as exc:
             raise MalformedMessage(f"not a msgpack message: {exc}") from None
         if message.v != PROTOCOL_VERSION:
-            raise UnsupportedVersion(
-                f"protocol version {message.v} is not supported (this peer speaks "
-                f"{PROTOCOL_VERSION})"
-            )
+            raise UnsupportedVersion(_unsupported(message.v))
         return message
 
     def decode_as(self, data: bytes, expected: type[M]) -> M:
@@ -79,21 +77,27 @@ def _op(message_type: type[Message]) -> str:
     return str(message_type.__struct_config__.tag)
 
 
-def _explain_invalid(data: bytes, exc: msgspec.ValidationError) -> InvalidMessage | UnknownOp:
+def _explain_invalid(data: bytes, exc: msgspec.ValidationError) -> DecodeError:
     """Tell an unknown ``op`` apart from a known op with bad fields (error path only)."""
     try:
         raw: Any = msgspec.msgpack.decode(data)
     except (msgspec.DecodeError, RecursionError, MemoryError):  # pragma: no cover - decoded once
         raw = None
-    if isinstance(raw, dict):
-        op = raw.get("op")
-        if op is None:
-            return InvalidMessage("message has no 'op' field")
-        if op not in OPS:
-            return UnknownOp(f"unknown op {op!r}")
-    else:
+    if not isinstance(raw, dict):
         return InvalidMessage(f"a message must be a map, got {type(raw).__name__}")
+    version = raw.get("v", PROTOCOL_VERSION)
+    if type(version) is int and version != PROTOCOL_VERSION:  # a non-int `v` is just invalid
+        return UnsupportedVersion(_unsupported(version))
+    op = raw.get("op")
+    if op is None:
+        return InvalidMessage("message has no 'op' field")
+    if not isinstance(op, str) or op not in OPS:
+        return UnknownOp(f"unknown op {op!r}")
     return InvalidMessage(f"invalid {op!r} message: {exc}")
+
+
+def _unsupported(version: object) -> str:
+    return f"protocol version {version!r} is not supported (this peer speaks {PROTOCOL_VERSION})"
 
 
 def message_op(message: Message | type[Message]) -> str:

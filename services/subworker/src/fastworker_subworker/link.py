@@ -44,11 +44,11 @@ class ControlPlaneLink:
         message = Report(worker_id=self.worker_id, started=started, outcomes=outcomes)
         await self._channel.request(message, Ack, self._timeout)
 
-    async def drain(self) -> None:
-        await self._channel.request(Drain(worker_id=self.worker_id), Ack, self._timeout)
+    async def drain(self, timeout: float) -> None:
+        await self._channel.request(Drain(worker_id=self.worker_id), Ack, timeout)
 
-    async def unregister(self) -> None:
-        await self._channel.request(Unregister(worker_id=self.worker_id), Ack, self._timeout)
+    async def unregister(self, timeout: float) -> None:
+        await self._channel.request(Unregister(worker_id=self.worker_id), Ack, timeout)
 
     def close(self) -> None:
         self._channel.close()

@@ -42,7 +42,7 @@ from fastworker_subworker.reporter import Reporter
 log = structlog.get_logger(__name__)
 
 _RETRY_DELAY = 0.5
-_FLUSH_TIMEOUT = 5.0
+_GOODBYE_TIMEOUT = 2.0  # for the last messages: the control plane may already be gone
 
 
 def _default_name() -> str:
@@ -80,8 +80,8 @@ class Subworker:
         self._running: dict[asyncio.Task[None], str] = {}
         self._needs_register = False
         self._instance_id: str | None = None
+        self._address: str | None = registration_address
         self._link: ControlPlaneLink | None = None
-        self._fetch: asyncio.Task[list[Assignment]] | None = None
         self._reporter = Reporter(self._link_report, self._mark_unregistered)
 
     # --- control -------------------------------------------------------------------------
@@ -117,6 +117,7 @@ class Subworker:
             if address is None:
                 self._advance(WorkerEvent.STOP)
                 return
+            self._address = address
             self._link = ControlPlaneLink(
                 address, self._codec, self.worker_id, self.config.request_timeout
             )
@@ -137,13 +138,12 @@ class Subworker:
             self._advance(WorkerEvent.DRAIN)
             if fetching.done() and not fetching.cancelled() and fetching.exception():
                 log.error("fetch loop failed; draining", exc_info=fetching.exception())
-            fetching.cancel()
-            await asyncio.gather(fetching, stopping, return_exceptions=True)
-            await self._drain(reporter)
+            await self._drain(fetching, reporter)
             self._advance(WorkerEvent.STOP)
-            await reporter.flush(_FLUSH_TIMEOUT)
-            with contextlib.suppress(ControlPlaneUnavailable, Timeout, RequestRejected):
-                await self._link.unregister()
+            if self._link.connected:
+                await reporter.flush(_GOODBYE_TIMEOUT)
+                with contextlib.suppress(ControlPlaneUnavailable, Timeout, RequestRejected):
+                    await self._link.unregister(_GOODBYE_TIMEOUT)
         finally:
             for task in background:
                 task.cancel()
@@ -165,12 +165,16 @@ class Subworker:
             except ControlPlaneUnavailable:
                 log.info("waiting for a control plane", discovery=discovery.address)
                 continue
-            self._instance_id = announce.instance_id
             return announce.registration
         return None
 
     async def _register(self) -> bool:
-        assert self._link is not None
+        assert self._link is not None and self._address is not None
+        if self._link.address != self._address:  # the control plane moved
+            self._link.close()
+            self._link = ControlPlaneLink(
+                self._address, self._codec, self.worker_id, self.config.request_timeout
+            )
         signatures = [t.signature() for t in self.registry]
         while not self._stop_requested.is_set():
             try:
@@ -182,6 +186,7 @@ class Subworker:
                 await self._pause()
                 continue
             self._needs_register = False
+            self._instance_id = registered.control_plane_id
             log.info(
                 "registered",
                 worker_id=self.worker_id,
@@ -195,12 +200,13 @@ class Subworker:
     async def _fetch_loop(self, executor: Executor) -> None:
         assert self._link is not None
         loop = asyncio.get_running_loop()
-        while True:
+        while not self._stop_requested.is_set():
             if self._needs_register and not await self._register():
                 return
-            self._fetch = loop.create_task(self._link.fetch(self.config.fetch_wait))
+            # Never abandon a held fetch: tasks the control plane puts in its reply would be
+            # lost to this worker while the control plane counts them as in flight here.
             try:
-                assignments = await self._fetch
+                assignments = await self._link.fetch(self.config.fetch_wait)
             except RequestRejected as exc:
                 if exc.code == ErrorCode.UNKNOWN_WORKER:
                     self._needs_register = True
@@ -211,10 +217,6 @@ class Subworker:
             except (ControlPlaneUnavailable, Timeout):
                 await self._pause()
                 continue
-            except asyncio.CancelledError:
-                if self._fetch.cancelled() and not self._stop_requested.is_set():
-                    continue  # the watcher cut a fetch to a control plane that went away
-                raise
             for assignment in assignments:
                 task = loop.create_task(self._execute(executor, assignment))
                 self._running[task] = assignment.id
@@ -239,15 +241,21 @@ class Subworker:
         async for announce in discovery.announcements():
             if announce.instance_id != self._instance_id:
                 log.info("new control plane instance", instance=announce.instance_id)
-                self._instance_id = announce.instance_id
+                self._address = announce.registration
                 self._needs_register = True
-                if self._fetch is not None and not self._fetch.done():
-                    self._fetch.cancel()
 
-    async def _drain(self, reporter: Reporter) -> None:
+    async def _drain(self, fetching: asyncio.Task[None], reporter: Reporter) -> None:
+        """Stop taking work, give in-flight tasks ``shutdown_timeout``, hand back the rest."""
         assert self._link is not None
-        with contextlib.suppress(ControlPlaneUnavailable, Timeout, RequestRejected):
-            await self._link.drain()
+        if self._link.connected:
+            with contextlib.suppress(ControlPlaneUnavailable, Timeout, RequestRejected):
+                await self._link.drain(_GOODBYE_TIMEOUT)
+            # The control plane answers a draining worker's held fetch at once; tasks in
+            # that reply run like the others. Never cancel it early: they would be lost.
+            await asyncio.wait([fetching], timeout=self.config.fetch_wait + _GOODBYE_TIMEOUT)
+        if not fetching.done():
+            fetching.cancel()
+        await asyncio.gather(fetching, return_exceptions=True)
         running = dict(self._running)
         if not running:
             return

@@ -93,7 +93,7 @@ class TaskBoard:
         for spec in specs:
             task_id = spec.id or uuid.uuid4().hex
             ids.append(task_id)
-            if task_id in self._tasks or task_id in self.results:
+            if task_id in self._tasks or self.results.peek(task_id, now) is not None:
                 continue
             record = TaskRecord.from_spec(spec, priority, now)
             record.id = task_id
@@ -155,7 +155,8 @@ class TaskBoard:
         if slot is None:
             return []
         finished = []
-        for task_id in slot.in_flight:
+        # Newest first, each pushed to the front: the queue keeps their original order.
+        for task_id in reversed(slot.in_flight):
             record = self._tasks.get(task_id)
             if record is not None and record.worker_id == worker_id and record.state in _HELD:
                 result = self._redeliver(record, now, reason="worker_lost")
@@ -196,7 +197,7 @@ class TaskBoard:
             record.apply(TaskEvent.ASSIGN)
             record.attempts += 1
             record.worker_id = chosen
-            slot.in_flight.add(task_id)
+            slot.in_flight[task_id] = None
             slot.assigned_total += 1
             plan.setdefault(chosen, []).append(record.assignment())
         for record in reversed(skipped):
@@ -221,8 +222,7 @@ class TaskBoard:
                 record.started_at = now
         finished = []
         for outcome in outcomes:
-            if outcome.task_id in slot.in_flight:
-                slot.in_flight.discard(outcome.task_id)
+            if slot.in_flight.pop(outcome.task_id, False) is None:
                 slot.completed += 1
             record = self._held_by(outcome.task_id, worker_id)
             if record is None:
@@ -299,7 +299,7 @@ class TaskBoard:
     def list_tasks(self, status: TaskState | None, limit: int, now: float) -> list[TaskResult]:
         """Most recent first: live tasks, then cached results."""
         live = (r.snapshot() for r in reversed(self._tasks.values()))
-        done = reversed(self.results.values(now))
+        done = sorted(self.results.values(now), key=lambda r: r.finished_at or 0, reverse=True)
         matching = (r for r in chain(live, done) if status is None or r.status == status)
         return list(islice(matching, max(0, limit)))
 

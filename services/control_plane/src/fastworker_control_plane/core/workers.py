@@ -19,7 +19,7 @@ class WorkerSlot:
     last_seen: float
     local: bool = False
     state: WorkerState = WorkerState.RUNNING
-    in_flight: set[str] = field(default_factory=set)
+    in_flight: dict[str, None] = field(default_factory=dict)  # ordered: oldest first
     assigned_total: int = 0
     completed: int = 0
 

@@ -57,7 +57,7 @@ class RegistrationHandler:
                     heartbeat_timeout=engine.heartbeat_timeout,
                 )
             case Drain(worker_id=worker_id):
-                engine.board.drain(worker_id, engine.clock())
+                engine.drain(worker_id)
                 return Ack()
             case Unregister(worker_id=worker_id):
                 engine.remove_worker(worker_id, "unregistered")
