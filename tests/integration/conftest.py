@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastworker import Client
 from harness import Cluster
+
+from fastworker import Client
 
 
 @pytest.fixture

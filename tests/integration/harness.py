@@ -1,5 +1,5 @@
-"""The integration harness: real processes on loopback: control planes and subworkers started as users start them
-(``python -m fastworker.cli ...``), on free ports, always cleaned up."""
+"""The integration harness: real control planes and subworkers on loopback, started as
+users start them (``python -m fastworker.cli ...``), on free ports, always cleaned up."""
 
 from __future__ import annotations
 

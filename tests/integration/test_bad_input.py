@@ -7,9 +7,10 @@ import asyncio
 import msgspec
 import pynng
 import pytest
+from harness import Cluster
+
 from fastworker import Client, InvalidArguments, UnknownTask
 from fastworker_protocol import Codec, Error, Get, Submit, TaskSpec
-from harness import Cluster
 
 GARBAGE = [
     b"",

@@ -6,8 +6,9 @@ import asyncio
 import subprocess
 import sys
 
-from fastworker import Client
 from harness import Cluster, free_port_block
+
+from fastworker import Client
 
 
 async def _fastworker(cluster: Cluster, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -82,7 +83,8 @@ async def test_non_blocking_submit_then_status_result_and_cancel(
         cluster, "submit", "--task-name", "add", "--args", "1", "2", "--non-blocking", *where
     )
     task_id = submitted.stdout.strip()
-    assert submitted.returncode == 0 and len(task_id) == 32
+    assert submitted.returncode == 0
+    assert len(task_id) == 32
     result = await _fastworker(cluster, "result", "--task-id", task_id, "--wait", *where)
     assert (result.returncode, result.stdout.strip()) == (0, "3")
     status = await _fastworker(cluster, "status", "--task-id", task_id, *where)
@@ -103,7 +105,8 @@ async def test_workers_and_tasks_print_tables_or_json(cluster: Cluster, client: 
     assert workers.stdout.splitlines()[0].split()[:2] == ["WORKER", "STATE"]
     assert "(local)" in workers.stdout
     tasks = await _fastworker(cluster, "tasks", "--json", *where)
-    assert '"name":"add"' in tasks.stdout and '"status":"success"' in tasks.stdout
+    assert '"name":"add"' in tasks.stdout
+    assert '"status":"success"' in tasks.stdout
 
 
 async def test_usage_and_connection_errors_exit_2_with_one_line(cluster: Cluster) -> None:

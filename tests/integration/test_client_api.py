@@ -6,6 +6,8 @@ import asyncio
 import time
 
 import pytest
+from harness import Cluster, free_port_block
+
 from fastworker import (
     Client,
     ControlPlaneUnavailable,
@@ -15,7 +17,6 @@ from fastworker import (
     TaskStatus,
     Timeout,
 )
-from harness import Cluster, free_port_block
 
 
 async def test_delay_returns_an_id_whose_result_can_be_fetched_later(client: Client) -> None:
@@ -23,7 +24,8 @@ async def test_delay_returns_an_id_whose_result_can_be_fetched_later(client: Cli
     result = await client.wait_result(task_id)
     assert result.result == 7
     fetched = await client.get_task_result(task_id)
-    assert fetched is not None and fetched.result == 7
+    assert fetched is not None
+    assert fetched.result == 7
     assert client.get_result(task_id) == fetched
     assert client.get_status(task_id) == TaskStatus.SUCCESS == "success"
 
@@ -74,7 +76,9 @@ async def test_cancelling_a_queued_task_stops_it_from_running(cluster: Cluster) 
         follow = await client.submit_task("add", args=(0, 0))
         result = await client.get_task_result(task_id)
     assert follow.status == "success"
-    assert result is not None and result.status == TaskStatus.CANCELLED and result.attempts == 0
+    assert result is not None
+    assert result.status == TaskStatus.CANCELLED
+    assert result.attempts == 0
 
 
 async def test_no_control_plane_raises_a_distinct_error_within_the_timeout() -> None:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 
-from fastworker import Client
 from harness import Cluster
+
+from fastworker import Client
 
 
 async def test_eight_clients_with_64_requests_each_in_flight_all_get_their_own_results(

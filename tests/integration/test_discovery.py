@@ -6,9 +6,10 @@ import asyncio
 import time
 
 import pynng
+from harness import Cluster, wait_until
+
 from fastworker import Client
 from fastworker_protocol import Announce, Codec, Probe
-from harness import Cluster, wait_until
 
 
 async def _announcement(discovery: str) -> Announce:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections import Counter
 
-from fastworker import Priority
 from harness import Cluster
+
+from fastworker import Priority
 
 
 async def test_two_subworkers_each_get_about_half_of_the_work(cluster: Cluster) -> None:
@@ -66,7 +68,7 @@ async def test_draining_the_backlog_follows_priority_order(cluster: Cluster) -> 
         results = {p: await asyncio.gather(*(client.wait_result(t) for t in ids[p])) for p in order}
     # Then every CRITICAL finished before every HIGH, and so on down
     ranked = sorted(order, key=lambda p: p.rank)
-    for higher, lower in zip(ranked, ranked[1:], strict=False):
+    for higher, lower in itertools.pairwise(ranked):
         assert max(r.finished_at or 0 for r in results[higher]) <= min(
             r.finished_at or 0 for r in results[lower]
         )

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import random
 
-from fastworker import Client, Priority, TaskStatus
 from harness import Cluster
+
+from fastworker import Client, Priority, TaskStatus
 
 
 async def test_a_thousand_tasks_of_mixed_priorities_all_return_their_own_results(
@@ -38,8 +39,10 @@ async def test_the_control_plane_alone_is_a_complete_deployment(client: Client) 
     assert result.status == "success"
     assert result.result == 8
     assert result.attempts == 1
-    assert result.worker_id is not None and result.worker_id.startswith("local-")
-    assert result.submitted_at is not None and result.finished_at is not None
+    assert result.worker_id is not None
+    assert result.worker_id.startswith("local-")
+    assert result.submitted_at is not None
+    assert result.finished_at is not None
     assert result.submitted_at <= result.finished_at
 
 

@@ -6,8 +6,9 @@ import asyncio
 import signal
 import time
 
-from fastworker import Client, TaskStatus
 from harness import Cluster, wait_until
+
+from fastworker import Client, TaskStatus
 
 
 async def _holding(client: Client, worker_pid: int) -> bool:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import fastworker._task
 import pytest
+
+import fastworker._task
 from fastworker import Priority, Task, TaskRegistry, default_registry, task
 from fastworker_protocol import Param, TaskSignature
 

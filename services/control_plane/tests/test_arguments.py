@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from fastworker import Task, TaskRegistry, task
 from fastworker_control_plane.core.arguments import ArgumentChecker
 from fastworker_protocol import Param, TaskSignature

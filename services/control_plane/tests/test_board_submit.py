@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from fastworker_control_plane.core.board import BoardConfig, Rejected, TaskBoard
 from fastworker_protocol import (
     ErrorCode,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from fastworker_control_plane.core.board import BoardConfig, Rejected, TaskBoard
 from fastworker_protocol import (
     ErrorCode,

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from fastworker_control_plane.core.dispatch_policy import Load, least_loaded
 from hypothesis import given
 from hypothesis import strategies as st
+
+from fastworker_control_plane.core.dispatch_policy import Load, least_loaded
 
 
 def load(worker_id: str, in_flight: int, capacity: int = 4, assigned_total: int = 0) -> Load:

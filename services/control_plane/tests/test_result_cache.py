@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from fastworker_control_plane.core.result_cache import (
     DEFAULT_MAX_SIZE,
     DEFAULT_TTL,

@@ -5,12 +5,13 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-import fastworker_protocol as fp
 import msgspec
 import msgspec.inspect as mi
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+import fastworker_protocol as fp
 
 CODEC = fp.Codec()
 INT64 = st.integers(-(2**63), 2**63 - 1)

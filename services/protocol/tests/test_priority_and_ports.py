@@ -5,6 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from fastworker_protocol import (
     DEFAULT_BASE_PORT,
     DEFAULT_DISCOVERY_ADDRESS,
@@ -14,8 +17,6 @@ from fastworker_protocol import (
     Priority,
     tcp_address,
 )
-from hypothesis import given
-from hypothesis import strategies as st
 
 CHOICES = "critical, high, normal, low"
 

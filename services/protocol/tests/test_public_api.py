@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import fastworker_protocol as fp
 import msgspec
 import pytest
+
+import fastworker_protocol as fp
 
 EXPECTED_PUBLIC_NAMES = {
     "ALL_MESSAGES", "DEFAULT_BASE_PORT", "DEFAULT_DISCOVERY_ADDRESS", "DEFAULT_DISCOVERY_PORT",

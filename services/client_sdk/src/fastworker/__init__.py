@@ -10,9 +10,6 @@ async with Client() as client:
     result = await client.submit_task("add", args=(2, 3))
 """
 
-from fastworker_protocol import Priority, TaskError, TaskResult
-from fastworker_protocol import TaskState as TaskStatus
-
 from fastworker._task import Task, TaskRegistry, default_registry, task
 from fastworker.client import BatchItem, Client, unwrap
 from fastworker.errors import (
@@ -27,6 +24,8 @@ from fastworker.errors import (
     UnknownTask,
 )
 from fastworker.sync_client import SyncClient
+from fastworker_protocol import Priority, TaskError, TaskResult
+from fastworker_protocol import TaskState as TaskStatus
 
 __version__ = "0.1.0"
 

@@ -3,6 +3,9 @@
 The control plane announces every 2 s; a peer that has just connected also sends a
 ``Probe`` so it need not wait for the next tick. Anything on the bus that is not an
 ``Announce`` is ignored: the bus carries no requests, so there is nobody to answer.
+
+One receiver task reads the socket until it is closed; callers wait on a queue, never
+on the socket, so giving up on a wait never has to cancel an NNG operation.
 """
 
 from __future__ import annotations
@@ -12,63 +15,74 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import pynng
-from fastworker_protocol import Announce, Codec, DecodeError, Probe
 
 from fastworker.errors import ControlPlaneUnavailable
+from fastworker_protocol import Announce, Codec, DecodeError, Probe
 
 _PROBE_INTERVAL = 0.25
+_BACKLOG = 16
 
 
 class DiscoveryPeer:
-    """A BUS socket dialed to one discovery address."""
+    """A BUS socket dialed to one discovery address. Use within a running event loop."""
 
     def __init__(self, address: str, codec: Codec, role: str = "client") -> None:
         self.address = address
         self._codec = codec
         self._probe = codec.encode(Probe(role=role))
-        self._socket = pynng.Bus0(recv_max_size=codec.max_message_size)
+        self._socket = pynng.Bus0(recv_max_size=2 * codec.max_message_size)
         self._socket.reconnect_time_min = 50
         self._socket.reconnect_time_max = 1000
         self._socket.dial(address, block=False)
+        self._heard: asyncio.Queue[Announce | None] = asyncio.Queue(_BACKLOG)
+        self._receiver = asyncio.get_running_loop().create_task(self._receive())
 
     async def announcement(self, timeout: float) -> Announce:
-        """The first announcement heard within ``timeout`` seconds, probing meanwhile."""
-        try:
-            return await asyncio.wait_for(self._first_announcement(), timeout)
-        except TimeoutError:
-            raise ControlPlaneUnavailable(
-                f"no control plane announced itself on {self.address} within {timeout:g} s: "
-                "is it running? (start one with `fastworker control-plane`)"
-            ) from None
-
-    async def _first_announcement(self) -> Announce:
-        while True:
+        """The next announcement heard within ``timeout`` seconds, probing meanwhile."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while (left := deadline - loop.time()) > 0:
             self._send_probe()
-            with contextlib.suppress(asyncio.TimeoutError):
-                return await asyncio.wait_for(self._next_announcement(), _PROBE_INTERVAL)
+            with contextlib.suppress(TimeoutError):
+                heard = await asyncio.wait_for(self._heard.get(), min(left, _PROBE_INTERVAL))
+                if heard is not None:
+                    return heard
+                break  # closed
+        raise ControlPlaneUnavailable(
+            f"no control plane announced itself on {self.address} within {timeout:g} s: "
+            "is it running? (start one with `fastworker control-plane`)"
+        )
 
     async def announcements(self) -> AsyncIterator[Announce]:
         """Every announcement from now on (probing once first), until the peer is closed."""
         self._send_probe()
-        while True:
-            try:
-                yield await self._next_announcement()
-            except pynng.Closed:
-                return
+        while (heard := await self._heard.get()) is not None:
+            yield heard
 
-    async def _next_announcement(self) -> Announce:
-        while True:
-            data = await self._socket.arecv()
-            try:
-                message = self._codec.decode(data)
-            except DecodeError:
-                continue
-            if isinstance(message, Announce):
-                return message
+    async def _receive(self) -> None:
+        try:
+            while True:
+                data = await self._socket.arecv()
+                try:
+                    message = self._codec.decode(data)
+                except DecodeError:
+                    continue
+                if isinstance(message, Announce):
+                    if self._heard.full():  # keep the newest: drop the oldest
+                        self._heard.get_nowait()
+                    self._heard.put_nowait(message)
+        except pynng.NNGException:
+            pass
+        finally:
+            if self._heard.full():
+                self._heard.get_nowait()
+            self._heard.put_nowait(None)
 
     def _send_probe(self) -> None:
-        with contextlib.suppress(pynng.TryAgain):
+        with contextlib.suppress(pynng.NNGException):
             self._socket.send(self._probe, block=False)
 
-    def close(self) -> None:
+    async def aclose(self) -> None:
+        """Close the socket, which ends the receiver."""
         self._socket.close()
+        await asyncio.gather(self._receiver, return_exceptions=True)

@@ -13,9 +13,9 @@ import contextlib
 from typing import TypeVar
 
 import pynng
-from fastworker_protocol import Codec, DecodeError, Error, Message
 
 from fastworker.errors import ControlPlaneUnavailable, Timeout, rejection
+from fastworker_protocol import Codec, DecodeError, Error, Message
 
 M = TypeVar("M", bound=Message)
 

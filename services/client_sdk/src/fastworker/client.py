@@ -15,6 +15,17 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
+from fastworker._discovery import DiscoveryPeer
+from fastworker._task import Task
+from fastworker._transport import RequestChannel
+from fastworker.errors import (
+    ControlPlaneUnavailable,
+    FastWorkerError,
+    TaskCancelled,
+    TaskFailed,
+    TaskNotFound,
+    Timeout,
+)
 from fastworker_protocol import (
     DEFAULT_DISCOVERY_ADDRESS,
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -38,18 +49,6 @@ from fastworker_protocol import (
     WorkerInfo,
     WorkerList,
     tcp_address,
-)
-
-from fastworker._discovery import DiscoveryPeer
-from fastworker._task import Task
-from fastworker._transport import RequestChannel
-from fastworker.errors import (
-    ControlPlaneUnavailable,
-    FastWorkerError,
-    TaskCancelled,
-    TaskFailed,
-    TaskNotFound,
-    Timeout,
 )
 
 TaskRef = str | Task[..., Any]
@@ -118,7 +117,7 @@ class Client:
         try:
             return await peer.announcement(self.timeout)
         finally:
-            peer.close()
+            await peer.aclose()
 
     def stop(self) -> None:
         """Close every socket. Safe to call more than once, and without ``await``."""

@@ -12,6 +12,7 @@ from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
+from fastworker.client import BatchItem, Client, TaskRef
 from fastworker_protocol import (
     DEFAULT_DISCOVERY_ADDRESS,
     Priority,
@@ -19,8 +20,6 @@ from fastworker_protocol import (
     TaskState,
     WorkerInfo,
 )
-
-from fastworker.client import BatchItem, Client, TaskRef
 
 T = TypeVar("T")
 

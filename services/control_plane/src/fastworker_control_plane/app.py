@@ -10,16 +10,16 @@ import uuid
 
 import pynng
 import structlog
-from fastworker import TaskRegistry, default_registry
-from fastworker_protocol import Announce, Codec, Message, Priority
-from fastworker_subworker import Subworker, SubworkerConfig
 
+from fastworker import TaskRegistry, default_registry
 from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_control_plane.core.board import BoardConfig, TaskBoard
 from fastworker_control_plane.engine import Clock, Engine
 from fastworker_control_plane.servers import registration, results, submission
 from fastworker_control_plane.servers.discovery import DiscoveryAnnouncer
 from fastworker_control_plane.servers.reply_server import Handler, ReplyServer
+from fastworker_protocol import Announce, Codec, Message, Priority
+from fastworker_subworker import Subworker, SubworkerConfig
 
 log = structlog.get_logger(__name__)
 
@@ -45,7 +45,10 @@ class ControlPlane:
         self.codec = Codec(self.config.max_message_size)
         board = TaskBoard(
             BoardConfig(
-                self.config.max_redeliveries, self.config.result_max_size, self.config.result_ttl
+                max_redeliveries=self.config.max_redeliveries,
+                result_max_size=self.config.result_max_size,
+                result_ttl=self.config.result_ttl,
+                max_message_size=self.config.max_message_size,
             )
         )
         self.engine = Engine(board, heartbeat_timeout=self.config.heartbeat_timeout, clock=clock)

@@ -10,15 +10,14 @@ from collections.abc import Sequence
 from fastworker.cli.common import EXIT_USAGE, add_log_level, serve
 from fastworker.log_setup import configure_logging
 from fastworker.options import add_option
+from fastworker_control_plane.app import ControlPlane, PortInUse
+from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_protocol import (
     DEFAULT_BASE_PORT,
     DEFAULT_DISCOVERY_PORT,
     DEFAULT_MAX_MESSAGE_SIZE,
 )
 from fastworker_subworker import TaskModuleError, load_task_modules
-
-from fastworker_control_plane.app import ControlPlane, PortInUse
-from fastworker_control_plane.config import ControlPlaneConfig
 
 _D = ControlPlaneConfig.__dataclass_fields__
 
@@ -105,6 +104,20 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         default=DEFAULT_MAX_MESSAGE_SIZE,
         help="largest message accepted, in bytes",
     )
+    add_option(
+        parser,
+        "--max-wait",
+        type=float,
+        default=_D["max_wait"].default,
+        help="longest a client may ask a result request to be held, in seconds",
+    )
+    add_option(
+        parser,
+        "--announce-interval",
+        type=float,
+        default=_D["announce_interval"].default,
+        help="seconds between discovery announcements",
+    )
     add_log_level(parser)
     parser.set_defaults(run=run)
     return parser
@@ -130,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
             result_max_size=args.result_max_size,
             max_redeliveries=args.max_redeliveries,
             heartbeat_timeout=args.heartbeat_timeout,
+            max_wait=args.max_wait,
+            announce_interval=args.announce_interval,
             max_message_size=args.max_message_size,
         )
         plane = ControlPlane(config)

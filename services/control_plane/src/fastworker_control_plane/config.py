@@ -6,6 +6,7 @@ import os
 import socket
 from dataclasses import dataclass, field
 
+from fastworker_control_plane.core.result_cache import DEFAULT_MAX_SIZE, DEFAULT_TTL
 from fastworker_protocol import (
     DEFAULT_BASE_PORT,
     DEFAULT_DISCOVERY_PORT,
@@ -13,8 +14,6 @@ from fastworker_protocol import (
     PortMap,
     tcp_address,
 )
-
-from fastworker_control_plane.core.result_cache import DEFAULT_MAX_SIZE, DEFAULT_TTL
 
 _WILDCARDS = {"0.0.0.0", "::", "*", ""}
 

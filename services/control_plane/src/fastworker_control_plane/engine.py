@@ -12,10 +12,10 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 import structlog
-from fastworker_protocol import Assignment, Outcome, Priority, TaskResult, TaskSpec
 
-from fastworker_control_plane.core.board import TaskBoard
+from fastworker_control_plane.core.board import Rejected, TaskBoard
 from fastworker_control_plane.servers.waiters import CompletionWaiters
+from fastworker_protocol import Assignment, ErrorCode, Outcome, Priority, TaskResult, TaskSpec
 
 log = structlog.get_logger(__name__)
 
@@ -46,7 +46,15 @@ class Engine:
         return self.board.get(task_id, self.clock())
 
     async def wait(self, task_ids: list[str], timeout: float) -> list[TaskResult | None]:
-        return await self.waiters.wait(task_ids, timeout, self.lookup)
+        """Results once every task is final or ``timeout`` passes; ``Rejected`` with
+        ``shutting_down`` if the control plane stops first."""
+        results = await self.waiters.wait(task_ids, timeout, self.lookup)
+        if not self.accepting and any(r is not None and not r.status.is_final for r in results):
+            raise Rejected(
+                ErrorCode.SHUTTING_DOWN,
+                "the control plane is shutting down before the tasks finished",
+            )
+        return results
 
     def cancel(self, task_id: str) -> tuple[TaskResult, bool]:
         result, changed = self.board.cancel(task_id, self.clock())
@@ -101,11 +109,15 @@ class Engine:
             return
         log.info("subworker removed", worker_id=worker_id, reason=reason)
         self.finished(self.board.remove_worker(worker_id, self.clock()))
+        self._forget(worker_id)
+        self.kick()
+
+    def _forget(self, worker_id: str) -> None:
+        """Drop the I/O state of a worker the board no longer has."""
         self._worker_pipes.pop(worker_id, None)
         pending = self._fetches.pop(worker_id, None)
         if pending is not None and not pending.done():
             pending.set_result([])
-        self.kick()
 
     def pipe_closed(self, pipe_id: int) -> None:
         for worker_id, pipe in list(self._worker_pipes.items()):
@@ -132,20 +144,27 @@ class Engine:
             future.set_result(tasks)
 
     def maintain(self, *, sweep: bool = True) -> None:
-        """Periodic upkeep: expire silent workers and (if ``sweep``) old results."""
+        """Periodic upkeep: drop silent subworkers and (if ``sweep``) expired results.
+
+        A worker whose fetch is being held is not silent: it is waiting on us.
+        """
         now = self.clock()
         if sweep:
             self.board.results.sweep(now)
+        for worker_id in self._fetches:
+            self.board.touch(worker_id, now)
         removed, finished = self.board.expire_silent(now, self.heartbeat_timeout)
         for worker_id in removed:
-            log.warning("subworker missed its heartbeats", worker_id=worker_id)
-            self._worker_pipes.pop(worker_id, None)
+            log.warning("subworker removed", worker_id=worker_id, reason="missed heartbeats")
+            self._forget(worker_id)
         if removed:
             self.finished(finished)
             self.kick()
 
     def close(self) -> None:
+        """Stop taking work and answer every held request now."""
         self.accepting = False
+        self.waiters.release_all()
         for future in self._fetches.values():
             if not future.done():
                 future.set_result([])

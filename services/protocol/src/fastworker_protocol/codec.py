@@ -81,8 +81,8 @@ def _explain_invalid(data: bytes, exc: msgspec.ValidationError) -> DecodeError:
     """Tell an unknown ``op`` apart from a known op with bad fields (error path only)."""
     try:
         raw: Any = msgspec.msgpack.decode(data)
-    except (msgspec.DecodeError, RecursionError, MemoryError):  # pragma: no cover - decoded once
-        raw = None
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, MemoryError) as err:
+        return MalformedMessage(f"not a msgpack message: {err}")  # e.g. a map as a map key
     if not isinstance(raw, dict):
         return InvalidMessage(f"a message must be a map, got {type(raw).__name__}")
     version = raw.get("v", PROTOCOL_VERSION)

@@ -124,7 +124,7 @@ class InvalidTransition(ValueError):
     """An event that the current state does not accept."""
 
     def __init__(self, state: str, event: str) -> None:
-        super().__init__(f"event {event!r} is not allowed in state {state!r}")
+        super().__init__(f"event '{event}' is not allowed in state '{state}'")
         self.state = state
         self.event = event
 

@@ -15,7 +15,6 @@ from fastworker.cli.common import (
 from fastworker.log_setup import configure_logging
 from fastworker.options import add_option
 from fastworker_protocol import DEFAULT_DISCOVERY_ADDRESS, DEFAULT_MAX_MESSAGE_SIZE
-
 from fastworker_subworker.loader import TaskModuleError, load_task_modules
 from fastworker_subworker.worker import Subworker, SubworkerConfig
 

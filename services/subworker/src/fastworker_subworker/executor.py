@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import msgspec
+
 from fastworker import TaskRegistry
 from fastworker_protocol import Assignment, Outcome, TaskError
 

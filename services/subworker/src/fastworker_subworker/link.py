@@ -28,6 +28,10 @@ class ControlPlaneLink:
         self._timeout = timeout
         self._channel = RequestChannel(address, codec)
 
+    @property
+    def connected(self) -> bool:
+        return self._channel.connected
+
     async def register(self, name: str, concurrency: int, tasks: list[TaskSignature]) -> Registered:
         message = Register(
             worker_id=self.worker_id, name=name, concurrency=concurrency, tasks=tasks

@@ -8,8 +8,9 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 import structlog
+
 from fastworker import ControlPlaneUnavailable, RequestRejected, Timeout
-from fastworker_protocol import ErrorCode, Outcome
+from fastworker_protocol import EncodeError, ErrorCode, Outcome, TaskError
 
 log = structlog.get_logger(__name__)
 
@@ -47,7 +48,7 @@ class Reporter:
             started, outcomes = self._started, self._outcomes
             self._started, self._outcomes = [], []
             try:
-                await self._send(started, outcomes)
+                await self._send_fitting(started, outcomes)
             except RequestRejected as exc:
                 if exc.code == ErrorCode.UNKNOWN_WORKER:
                     # The control plane restarted and no longer knows these tasks, so
@@ -64,6 +65,22 @@ class Reporter:
                 if not self.pending:
                     self._idle.set()
 
+    async def _send_fitting(self, started: list[str], outcomes: list[Outcome]) -> None:
+        """Send, halving a report that is too large to encode; a single outcome that is
+        too large on its own is replaced by a failure saying so (encoding happens before
+        anything is sent, so nothing goes twice)."""
+        try:
+            await self._send(started, outcomes)
+        except EncodeError as exc:
+            if len(outcomes) > 1:
+                half = len(outcomes) // 2
+                await self._send_fitting(started, outcomes[:half])
+                await self._send_fitting([], outcomes[half:])
+            elif outcomes:
+                await self._send(started, [_too_large(outcomes[0], exc)])
+            else:
+                raise
+
     async def flush(self, timeout: float) -> bool:
         """Wait until everything queued so far has been sent; ``False`` on timeout."""
         if self.pending:
@@ -74,3 +91,13 @@ class Reporter:
         except TimeoutError:
             return False
         return True
+
+
+def _too_large(outcome: Outcome, exc: EncodeError) -> Outcome:
+    return Outcome(
+        task_id=outcome.task_id,
+        ok=False,
+        error=TaskError(type="ResultTooLarge", message=str(exc), reason="unserializable_result"),
+        started_at=outcome.started_at,
+        finished_at=outcome.finished_at,
+    )

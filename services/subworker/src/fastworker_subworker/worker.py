@@ -19,6 +19,7 @@ import uuid
 from dataclasses import dataclass, field
 
 import structlog
+
 from fastworker import ControlPlaneUnavailable, RequestRejected, TaskRegistry, Timeout
 from fastworker import default_registry as _default_registry
 from fastworker._discovery import DiscoveryPeer
@@ -34,7 +35,6 @@ from fastworker_protocol import (
     WorkerState,
     next_worker_state,
 )
-
 from fastworker_subworker.executor import Executor
 from fastworker_subworker.link import ControlPlaneLink
 from fastworker_subworker.reporter import Reporter
@@ -152,7 +152,7 @@ class Subworker:
             if self._link is not None:
                 self._link.close()
             if discovery is not None:
-                discovery.close()
+                await discovery.aclose()
             if self.state != WorkerState.STOPPED:
                 self.state = WorkerState.STOPPING
                 self._advance(WorkerEvent.STOPPED)
@@ -169,7 +169,8 @@ class Subworker:
         return None
 
     async def _register(self) -> bool:
-        assert self._link is not None and self._address is not None
+        assert self._link is not None
+        assert self._address is not None
         if self._link.address != self._address:  # the control plane moved
             self._link.close()
             self._link = ControlPlaneLink(

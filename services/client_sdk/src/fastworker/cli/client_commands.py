@@ -10,7 +10,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
-from fastworker_protocol import Priority, TaskResult, TaskState
 
 from fastworker.cli.common import (
     EXIT_OK,
@@ -26,6 +25,7 @@ from fastworker.errors import (
     RequestRejected,
     Timeout,
 )
+from fastworker_protocol import Priority, TaskResult, TaskState
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -8,9 +8,8 @@ import asyncio
 import signal
 from collections.abc import Awaitable, Callable
 
-from fastworker_protocol import DEFAULT_DISCOVERY_ADDRESS
-
 from fastworker.options import add_option
+from fastworker_protocol import DEFAULT_DISCOVERY_ADDRESS
 
 EXIT_OK = 0
 EXIT_TASK_FAILED = 1

@@ -12,7 +12,16 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain, islice
 
+import msgspec
+
+from fastworker_control_plane.core.arguments import ArgumentChecker
+from fastworker_control_plane.core.dispatch_policy import least_loaded
+from fastworker_control_plane.core.queues import PriorityQueues
+from fastworker_control_plane.core.records import TaskRecord
+from fastworker_control_plane.core.result_cache import DEFAULT_MAX_SIZE, DEFAULT_TTL, ResultCache
+from fastworker_control_plane.core.workers import WorkerRegistry, WorkerSlot
 from fastworker_protocol import (
+    DEFAULT_MAX_MESSAGE_SIZE,
     Assignment,
     ErrorCode,
     Outcome,
@@ -27,15 +36,12 @@ from fastworker_protocol import (
     WorkerState,
 )
 
-from fastworker_control_plane.core.arguments import ArgumentChecker
-from fastworker_control_plane.core.dispatch_policy import least_loaded
-from fastworker_control_plane.core.queues import PriorityQueues
-from fastworker_control_plane.core.records import TaskRecord
-from fastworker_control_plane.core.result_cache import DEFAULT_MAX_SIZE, DEFAULT_TTL, ResultCache
-from fastworker_control_plane.core.workers import WorkerRegistry, WorkerSlot
-
 # How far past an undispatchable task (no ready worker runs its name) dispatch looks.
 _DISPATCH_SCAN_LIMIT = 1024
+# Bytes an Assign adds around each task's own encoding, and around all of them.
+TASK_OVERHEAD = 32
+MESSAGE_OVERHEAD = 1024
+_encoder = msgspec.msgpack.Encoder()
 _HELD = (TaskState.ASSIGNED, TaskState.RUNNING)
 
 
@@ -54,6 +60,12 @@ class BoardConfig:
     max_redeliveries: int = 3
     result_max_size: int = DEFAULT_MAX_SIZE
     result_ttl: float = DEFAULT_TTL
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+
+    @property
+    def max_batch_bytes(self) -> int:
+        """What the tasks of one ``Assign`` may add up to, so it always fits a message."""
+        return self.max_message_size - MESSAGE_OVERHEAD
 
 
 class TaskBoard:
@@ -75,7 +87,16 @@ class TaskBoard:
         A spec whose id is already known (live or in the result cache) is not queued again:
         its id is returned as if accepted, which is what makes client retries safe.
         """
+        sizes = [len(_encoder.encode(spec)) + TASK_OVERHEAD for spec in specs]
         for index, spec in enumerate(specs):
+            if sizes[index] > self.config.max_batch_bytes:
+                raise Rejected(
+                    ErrorCode.OVERSIZE,
+                    f"task of {sizes[index]} bytes cannot be dispatched in a "
+                    f"{self.config.max_message_size}-byte message",
+                    index=index,
+                    task_name=spec.name,
+                )
             checker = self._checkers.get(spec.name)
             if checker is None:
                 raise Rejected(
@@ -90,12 +111,12 @@ class TaskBoard:
                     ErrorCode.INVALID_ARGUMENTS, problem, index=index, task_name=spec.name
                 )
         ids = []
-        for spec in specs:
+        for spec, size in zip(specs, sizes, strict=True):
             task_id = spec.id or uuid.uuid4().hex
             ids.append(task_id)
             if task_id in self._tasks or self.results.peek(task_id, now) is not None:
                 continue
-            record = TaskRecord.from_spec(spec, priority, now)
+            record = TaskRecord.from_spec(spec, priority, now, size)
             record.id = task_id
             record.apply(TaskEvent.ENQUEUE)
             self._tasks[task_id] = record
@@ -180,6 +201,7 @@ class TaskBoard:
         workers (those waiting for work) that run each task's name."""
         slots = [s for wid in ready if (s := self.workers.get(wid)) and s.accepts_work]
         plan: dict[str, list[Assignment]] = {}
+        plan_bytes: dict[str, int] = {}
         skipped: list[TaskRecord] = []
         while slots and len(self.queues) and len(skipped) < _DISPATCH_SCAN_LIMIT:
             if all(len(s.in_flight) >= s.concurrency for s in slots):
@@ -194,6 +216,12 @@ class TaskBoard:
                 continue
             slot = self.workers.get(chosen)
             assert slot is not None
+            batch_bytes = plan_bytes.get(chosen, 0) + record.size
+            if batch_bytes > self.config.max_batch_bytes:  # this worker's reply is full
+                slots.remove(slot)
+                self.queues.push(task_id, record.priority, front=True)
+                continue
+            plan_bytes[chosen] = batch_bytes
             record.apply(TaskEvent.ASSIGN)
             record.attempts += 1
             record.worker_id = chosen

@@ -26,6 +26,7 @@ class TaskRecord:
     kwargs: dict[str, Any]
     headers: dict[str, str]
     submitted_at: float
+    size: int = 0  # encoded bytes (plus Assign overhead), to keep Assign replies in bounds
     state: TaskState = TaskState.PENDING
     attempts: int = 0
     worker_id: str | None = None
@@ -35,8 +36,8 @@ class TaskRecord:
     error: TaskError | None = None
 
     @classmethod
-    def from_spec(cls, spec: TaskSpec, priority: Priority, now: float) -> TaskRecord:
-        return cls(spec.id, spec.name, priority, spec.args, spec.kwargs, spec.headers, now)
+    def from_spec(cls, spec: TaskSpec, priority: Priority, now: float, size: int) -> TaskRecord:
+        return cls(spec.id, spec.name, priority, spec.args, spec.kwargs, spec.headers, now, size)
 
     def apply(self, event: TaskEvent) -> TaskState:
         """Move along the transition table; raises ``InvalidTransition`` if not allowed."""

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from fastworker_protocol import WorkerInfo, WorkerState
-
 from fastworker_control_plane.core.dispatch_policy import Load
+from fastworker_protocol import WorkerInfo, WorkerState
 
 
 @dataclass

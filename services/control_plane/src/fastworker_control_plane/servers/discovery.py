@@ -13,6 +13,7 @@ import contextlib
 
 import pynng
 import structlog
+
 from fastworker_protocol import Announce, Codec, DecodeError, Probe
 
 log = structlog.get_logger(__name__)
@@ -32,21 +33,24 @@ class DiscoveryAnnouncer:
         self._codec = codec
         self._announcement = codec.encode(announce)
         self._interval = interval
-        self._tasks: list[asyncio.Task[None]] = []
+        self._announcing: asyncio.Task[None] | None = None
+        self._listening: asyncio.Task[None] | None = None
         self.dropped = 0
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._announce_loop()), loop.create_task(self._listen())]
+        self._announcing = loop.create_task(self._announce_loop())
+        self._listening = loop.create_task(self._listen())
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._socket.close()
+        self._socket.close()  # ends the listener's receive: no NNG operation is cancelled
+        tasks = [t for t in (self._announcing, self._listening) if t is not None]
+        if self._announcing is not None:
+            self._announcing.cancel()  # it only sleeps between sends
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def announce(self) -> None:
-        with contextlib.suppress(pynng.TryAgain):
+        with contextlib.suppress(pynng.NNGException):
             self._socket.send(self._announcement, block=False)
 
     async def _announce_loop(self) -> None:
@@ -58,7 +62,7 @@ class DiscoveryAnnouncer:
         while True:
             try:
                 data = await self._socket.arecv()
-            except pynng.Closed:
+            except pynng.NNGException:
                 return
             try:
                 message = self._codec.decode(data)

@@ -7,6 +7,7 @@ dispatch channel), push ``Report``s of started and finished tasks, and say ``Dra
 
 from __future__ import annotations
 
+from fastworker_control_plane.engine import Engine
 from fastworker_protocol import (
     Ack,
     Assign,
@@ -18,8 +19,6 @@ from fastworker_protocol import (
     Report,
     Unregister,
 )
-
-from fastworker_control_plane.engine import Engine
 
 SERVES: tuple[type[Message], ...] = (Register, Fetch, Report, Drain, Unregister)
 MAX_FETCH_WAIT = 5.0

@@ -17,9 +17,17 @@ from collections.abc import Awaitable, Callable
 
 import pynng
 import structlog
-from fastworker_protocol import Codec, DecodeError, Error, ErrorCode, Message, message_op
 
 from fastworker_control_plane.core.board import Rejected
+from fastworker_protocol import (
+    Codec,
+    DecodeError,
+    EncodeError,
+    Error,
+    ErrorCode,
+    Message,
+    message_op,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -46,17 +54,29 @@ class ReplyServer:
         self._serves = serves
         self._idle = 0
         self._receivers: set[asyncio.Task[None]] = set()
+        self._contexts: set[pynng.Context] = set()
+        self._answering: set[asyncio.Task[None]] = set()
         self._closing = False
 
     def start(self) -> None:
         for _ in range(_MIN_IDLE):
             self._spawn()
 
-    async def close(self) -> None:
-        """Stop receiving, abandon held requests, close the socket. Idempotent."""
+    async def close(self, grace: float = 2.0) -> None:
+        """Let requests being answered finish (up to ``grace`` seconds), then close.
+
+        Contexts are closed rather than their receives cancelled: closing aborts NNG
+        operations deterministically, where cancelling them is not reliable in pynng.
+        """
         self._closing = True
+        if self._answering:
+            await asyncio.wait(list(self._answering), timeout=grace)
+        for context in list(self._contexts):
+            with contextlib.suppress(pynng.NNGException):
+                context.close()
         receivers = list(self._receivers)
-        for receiver in receivers:
+        _, stuck = await asyncio.wait(receivers, timeout=grace) if receivers else ((), ())
+        for receiver in stuck:
             receiver.cancel()
         await asyncio.gather(*receivers, return_exceptions=True)
         self._socket.close()
@@ -70,23 +90,30 @@ class ReplyServer:
 
     async def _receive_loop(self) -> None:
         context = self._socket.new_context()
+        self._contexts.add(context)
+        me = asyncio.current_task()
+        assert me is not None
         try:
-            while True:
+            while not self._closing:
                 self._idle += 1
                 try:
                     request = await context.arecv_msg()
                 finally:
                     self._idle -= 1
+                self._answering.add(me)
                 if self._idle < _MIN_IDLE:
                     self._spawn()
                 reply = await self.reply_to(request.bytes, _pipe_id(request))
                 await context.asend(reply)
+                self._answering.discard(me)
                 if self._idle >= _MAX_IDLE:
                     return
-        except pynng.Closed:
+        except pynng.NNGException:
             return
         finally:
-            with contextlib.suppress(pynng.Closed):
+            self._answering.discard(me)
+            self._contexts.discard(context)
+            with contextlib.suppress(pynng.NNGException):
                 context.close()
 
     async def reply_to(self, data: bytes, pipe_id: int) -> bytes:
@@ -105,6 +132,10 @@ class ReplyServer:
         try:
             reply = await self._handler(message, pipe_id)
             return self._codec.encode(reply)
+        except EncodeError as exc:
+            return self._error(
+                ErrorCode.OVERSIZE, f"the reply does not fit in a message ({exc}): ask for less"
+            )
         except Rejected as exc:
             return self._codec.encode(Error(code=exc.code, message=exc.message, detail=exc.detail))
         except asyncio.CancelledError:

@@ -3,6 +3,7 @@ listings)."""
 
 from __future__ import annotations
 
+from fastworker_control_plane.engine import Engine
 from fastworker_protocol import (
     Cancel,
     Cancelled,
@@ -14,8 +15,6 @@ from fastworker_protocol import (
     TaskList,
     WorkerList,
 )
-
-from fastworker_control_plane.engine import Engine
 
 SERVES: tuple[type[Message], ...] = (Get, Cancel, ListTasks, ListWorkers)
 MAX_LISTED = 10_000

@@ -5,10 +5,9 @@ The port a ``Submit`` arrives on is its tasks' priority.
 
 from __future__ import annotations
 
-from fastworker_protocol import Accepted, ErrorCode, Message, Priority, Results, Submit
-
 from fastworker_control_plane.core.board import Rejected
 from fastworker_control_plane.engine import Engine
+from fastworker_protocol import Accepted, ErrorCode, Message, Priority, Results, Submit
 
 SERVES: tuple[type[Message], ...] = (Submit,)
 

@@ -38,6 +38,13 @@ class CompletionWaiters:
                 if not future.done():
                     future.set_result(None)
 
+    def release_all(self) -> None:
+        """Answer every held wait now (shutdown): each gets the tasks' current state."""
+        for futures in self._waiting.values():
+            for future in futures:
+                if not future.done():
+                    future.set_result(None)
+
     def _forget(self, task_id: str, future: asyncio.Future[None]) -> None:
         waiting = self._waiting.get(task_id)
         if waiting is None:
