@@ -41,3 +41,8 @@ def explode(message: str) -> None:
 @task
 def unsendable() -> object:
     return object()
+
+
+@task
+def text_of(size: int) -> str:
+    return "x" * size

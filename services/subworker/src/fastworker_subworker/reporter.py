@@ -56,6 +56,8 @@ class Reporter:
                     self._on_unknown_worker()
                 else:
                     log.error("report rejected", code=exc.code, error=exc.message)
+            except EncodeError as exc:  # only if even a one-line failure cannot be encoded
+                log.error("report cannot be encoded; dropped", error=str(exc))
             except (ControlPlaneUnavailable, Timeout) as exc:
                 log.warning("report failed; retrying", error=str(exc))
                 self._started[:0], self._outcomes[:0] = started, outcomes
