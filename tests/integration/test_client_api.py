@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 
 import pytest
@@ -124,3 +125,25 @@ async def test_stop_is_callable_without_await_and_twice(cluster: Cluster) -> Non
     client.stop()
     client.stop()
     await client.aclose()
+
+
+async def test_a_retry_after_a_lost_reply_does_not_run_the_task_twice(cluster: Cluster) -> None:
+    # Given a control plane that stops answering for a while (SIGSTOP), so the client's
+    # first send times out and it sends the same submission again
+    plane = cluster.control_plane()
+    async with cluster.client() as ready:
+        await ready.list_workers()
+    async with cluster.client(timeout=0.3, retries=20) as client:
+        plane.signal(signal.SIGSTOP)
+        try:
+            submitting = asyncio.ensure_future(client.delay("nap", 0, "once"))
+            done, _ = await asyncio.wait([submitting], timeout=1.0)
+            assert not done, "the stopped control plane cannot have answered"
+        finally:
+            plane.signal(signal.SIGCONT)
+        task_id = await submitting
+        result = await client.wait_result(task_id, timeout=10)
+        # Then every copy that reached the control plane was recognised as the same task
+        assert [t.task_id for t in await client.list_tasks()] == [task_id]
+    assert result.status == TaskStatus.SUCCESS
+    assert result.attempts == 1

@@ -28,12 +28,14 @@ def add_option(
     type: Callable[[str], Any] = str,
     many: bool = False,
     switch: bool = False,
+    required: bool = False,
     metavar: str | None = None,
 ) -> None:
     """Add ``flag``; its default comes from ``FASTWORKER_<FLAG>`` when that is set.
 
-    ``many`` takes one or more values (the variable splits on spaces and commas);
-    ``switch`` is a boolean flag (the variable takes 1/0, true/false, yes/no, on/off).
+    ``many`` takes any number of values (the variable splits on spaces and commas);
+    ``switch`` is a boolean flag (the variable takes 1/0, true/false, yes/no, on/off);
+    ``required`` flags may be given by their variable instead.
     """
     env = env_name(flag)
     raw = os.environ.get(env)
@@ -51,7 +53,8 @@ def add_option(
             type=type,
             help=text,
             metavar=metavar,
-            nargs="+" if many else None,
+            nargs="*" if many else None,
+            required=required and raw is None,
         )
 
 
@@ -72,5 +75,5 @@ def _parse_env(
         if many:
             return [convert(v) for v in raw.replace(",", " ").split()]
         return convert(raw)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, argparse.ArgumentTypeError) as exc:
         parser.error(f"{env}={raw!r} is invalid: {exc}")

@@ -25,60 +25,64 @@ from fastworker.errors import (
     RequestRejected,
     Timeout,
 )
+from fastworker.options import add_option
 from fastworker_protocol import Priority, TaskResult, TaskState
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = commands.add_parser("submit", help="submit a task (and wait for its result)")
-    p.add_argument("--task-name", required=True, help="the registered task name")
-    p.add_argument(
+    add_option(p, "--task-name", required=True, help="the registered task name")
+    add_option(
+        p,
         "--args",
-        nargs="*",
+        many=True,
         default=[],
         metavar="ARG",
         help="positional arguments; each is parsed as JSON if it can be",
     )
-    p.add_argument(
+    add_option(
+        p,
         "--kwargs",
         type=_json_object,
         default={},
         metavar="JSON",
         help="keyword arguments as a JSON object, e.g. '{\"x\": 1}'",
     )
-    p.add_argument(
+    add_option(
+        p,
         "--priority",
         type=Priority.parse,
         default=Priority.NORMAL,
-        help="critical, high, normal or low (default: normal)",
+        help="critical, high, normal or low",
     )
-    p.add_argument(
-        "--non-blocking", action="store_true", help="print the task id and return without waiting"
+    add_option(
+        p, "--non-blocking", switch=True, help="print the task id and return without waiting"
     )
-    p.add_argument("--json", action="store_true", help="print the full result as JSON")
+    add_option(p, "--json", switch=True, help="print the full result as JSON")
     p.set_defaults(run=_submit)
 
     p = commands.add_parser("status", help="a task's status")
-    p.add_argument("--task-id", required=True)
+    add_option(p, "--task-id", required=True, help="the task")
     p.set_defaults(run=_status)
 
     p = commands.add_parser("result", help="a task's result (waits with --wait)")
-    p.add_argument("--task-id", required=True)
-    p.add_argument("--wait", action="store_true", help="wait until the task is final")
-    p.add_argument("--json", action="store_true", help="print the full result as JSON")
+    add_option(p, "--task-id", required=True, help="the task")
+    add_option(p, "--wait", switch=True, help="wait until the task is final")
+    add_option(p, "--json", switch=True, help="print the full result as JSON")
     p.set_defaults(run=_result)
 
     p = commands.add_parser("cancel", help="cancel a task that has not finished")
-    p.add_argument("--task-id", required=True)
+    add_option(p, "--task-id", required=True, help="the task")
     p.set_defaults(run=_cancel)
 
     p = commands.add_parser("workers", help="list connected subworkers")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_option(p, "--json", switch=True, help="print JSON instead of a table")
     p.set_defaults(run=_workers)
 
     p = commands.add_parser("tasks", help="list recent tasks, newest first")
-    p.add_argument("--status", type=TaskState, default=None, help="only tasks in this state")
-    p.add_argument("--limit", type=int, default=20)
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_option(p, "--status", type=TaskState, default=None, help="only tasks in this state")
+    add_option(p, "--limit", type=int, default=20, help="how many")
+    add_option(p, "--json", switch=True, help="print JSON instead of a table")
     p.set_defaults(run=_tasks)
 
     for name in ("submit", "status", "result", "cancel", "workers", "tasks"):
