@@ -141,3 +141,12 @@ async def test_an_unknown_task_id_is_a_usage_error(cluster: Cluster, client: Cli
     )
     assert done.returncode == 2
     assert "unknown or expired" in done.stderr
+
+
+async def test_a_second_control_plane_on_the_same_ports_exits_2_and_says_why(
+    cluster: Cluster, client: Client
+) -> None:
+    second = cluster.control_plane()
+    assert second.wait(timeout=20) == 2
+    assert "already in use" in second.output()
+    assert (await client.submit_task("add", args=(1, 1))).result == 2

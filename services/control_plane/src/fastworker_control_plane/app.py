@@ -7,11 +7,12 @@ import asyncio
 import contextlib
 import time
 import uuid
+from collections.abc import Callable
 
 import pynng
 import structlog
 
-from fastworker import TaskRegistry, default_registry
+from fastworker import TaskRegistry, __version__, default_registry
 from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_control_plane.core.board import BoardConfig, TaskBoard
 from fastworker_control_plane.engine import Clock, Engine
@@ -68,10 +69,18 @@ class ControlPlane:
             submit=[cfg.advertise(ports.submission(p)) for p in Priority.by_rank()],
             results=cfg.advertise(ports.results),
             registration=cfg.advertise(ports.registration),
-            version="0.1.0",
+            version=__version__,
         )
 
     async def start(self) -> None:
+        """Bind every socket and start serving; on failure nothing is left open."""
+        try:
+            self._start()
+        except BaseException:
+            await self.close()
+            raise
+
+    def _start(self) -> None:
         cfg, ports, engine = self.config, self.config.ports, self.engine
         engine.board.learn_tasks(t.signature() for t in self.registry)
         local_id = f"local-{self.instance_id[:12]}" if cfg.local_concurrency else None
@@ -175,15 +184,14 @@ class ControlPlane:
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
-        for server in self._servers:
-            await server.close()
+        await asyncio.gather(*(server.close() for server in self._servers))
         if self._announcer is not None:
             await self._announcer.close()
         self._servers, self._background, self._announcer = [], [], None
         log.info("control plane stopped", instance=self.instance_id)
 
 
-def _call_soon(loop: asyncio.AbstractEventLoop, fn: object, *args: object) -> None:
+def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[[int], None], arg: int) -> None:
     """Hand a callback from an NNG thread to the event loop, unless it has closed."""
     with contextlib.suppress(RuntimeError):
-        loop.call_soon_threadsafe(fn, *args)  # type: ignore[arg-type]
+        loop.call_soon_threadsafe(fn, arg)

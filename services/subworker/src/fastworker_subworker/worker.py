@@ -104,6 +104,7 @@ class Subworker:
     # --- run -----------------------------------------------------------------------------
 
     async def run(self) -> None:
+        """Run until ``request_stop`` (or until no control plane can be reached before it)."""
         self._advance(WorkerEvent.START)
         discovery = (
             None
@@ -113,37 +114,13 @@ class Subworker:
         executor = Executor(self.registry, self.config.concurrency, self._on_start)
         background: list[asyncio.Task[None]] = []
         try:
-            address = self._fixed_address or await self._locate(discovery)
-            if address is None:
-                self._advance(WorkerEvent.STOP)
-                return
-            self._address = address
-            self._link = ControlPlaneLink(
-                address, self._codec, self.worker_id, self.config.request_timeout
-            )
-            reporter = self._reporter
-            if not await self._register():
-                self._advance(WorkerEvent.STOP)
-                return
-            self._advance(WorkerEvent.READY)
-            self._ready.set()
-            loop = asyncio.get_running_loop()
-            background.append(loop.create_task(reporter.run()))
-            if discovery is not None:
-                background.append(loop.create_task(self._watch(discovery)))
-            fetching = loop.create_task(self._fetch_loop(executor))
-            stopping = loop.create_task(self._stop_requested.wait())
-            await asyncio.wait([fetching, stopping], return_when=asyncio.FIRST_COMPLETED)
-            stopping.cancel()
-            self._advance(WorkerEvent.DRAIN)
-            if fetching.done() and not fetching.cancelled() and fetching.exception():
-                log.error("fetch loop failed; draining", exc_info=fetching.exception())
-            await self._drain(fetching, reporter)
-            self._advance(WorkerEvent.STOP)
-            if self._link.connected:
-                await reporter.flush(_GOODBYE_TIMEOUT)
-                with contextlib.suppress(ControlPlaneUnavailable, Timeout, RequestRejected):
-                    await self._link.unregister(_GOODBYE_TIMEOUT)
+            self._address = self._fixed_address or await self._locate(discovery)
+            if self._address is not None:
+                self._link = ControlPlaneLink(
+                    self._address, self._codec, self.worker_id, self.config.request_timeout
+                )
+                if await self._register():
+                    await self._serve(executor, discovery, background)
         finally:
             for task in background:
                 task.cancel()
@@ -153,9 +130,39 @@ class Subworker:
                 self._link.close()
             if discovery is not None:
                 await discovery.aclose()
-            if self.state != WorkerState.STOPPED:
-                self.state = WorkerState.STOPPING
+            if self.state not in (WorkerState.STOPPING, WorkerState.STOPPED):
+                self._advance(WorkerEvent.STOP)
+            if self.state == WorkerState.STOPPING:
                 self._advance(WorkerEvent.STOPPED)
+
+    async def _serve(
+        self,
+        executor: Executor,
+        discovery: DiscoveryPeer | None,
+        background: list[asyncio.Task[None]],
+    ) -> None:
+        """RUNNING until asked to stop, then DRAINING, then STOPPING."""
+        assert self._link is not None
+        self._advance(WorkerEvent.READY)
+        self._ready.set()
+        loop = asyncio.get_running_loop()
+        background.append(loop.create_task(self._reporter.run()))
+        if discovery is not None:
+            background.append(loop.create_task(self._watch(discovery)))
+        fetching = loop.create_task(self._fetch_loop(executor))
+        stopping = loop.create_task(self._stop_requested.wait())
+        await asyncio.wait([fetching, stopping], return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        await asyncio.gather(stopping, return_exceptions=True)
+        self._advance(WorkerEvent.DRAIN)
+        if fetching.done() and not fetching.cancelled() and fetching.exception():
+            log.error("fetch loop failed; draining", exc_info=fetching.exception())
+        await self._drain(fetching, self._reporter)
+        self._advance(WorkerEvent.STOP)
+        if self._link.connected:
+            await self._reporter.flush(_GOODBYE_TIMEOUT)
+            with contextlib.suppress(ControlPlaneUnavailable, Timeout, RequestRejected):
+                await self._link.unregister(_GOODBYE_TIMEOUT)
 
     async def _locate(self, discovery: DiscoveryPeer | None) -> str | None:
         assert discovery is not None
