@@ -186,7 +186,11 @@ class Client:
     async def submit_batch(
         self, items: Iterable[BatchItem | Mapping[str, Any] | tuple[Any, ...]]
     ) -> list[str]:
-        """Queue many tasks, in messages of up to 1,000; returns ids in input order."""
+        """Queue many tasks, in messages of up to 1,000 per priority; ids in input order.
+
+        Each message is accepted or rejected as a whole; if one is rejected its error is
+        raised, and messages sent alongside it may already have been accepted.
+        """
         by_priority: dict[Priority, list[TaskSpec]] = {}
         ids: list[str] = []
         for item in items:

@@ -139,9 +139,10 @@ class Engine:
         self._dispatch_scheduled = False
         if not self._fetches or not len(self.board.queues):
             return
-        for worker_id, tasks in self.board.dispatch(self._fetches.keys()).items():
-            future = self._fetches.pop(worker_id)
-            future.set_result(tasks)
+        # A fetch whose handler was cancelled has a done future until its task runs again.
+        ready = [worker_id for worker_id, f in self._fetches.items() if not f.done()]
+        for worker_id, tasks in self.board.dispatch(ready).items():
+            self._fetches.pop(worker_id).set_result(tasks)
 
     def maintain(self, *, sweep: bool = True) -> None:
         """Periodic upkeep: drop silent subworkers and (if ``sweep``) expired results.
