@@ -8,12 +8,13 @@ Client commands (submit, status, result, cancel, workers, tasks) live here; the
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 
 from fastworker.cli import client_commands
-from fastworker.cli.common import EXIT_USAGE, CommandError
+from fastworker.cli.common import EXIT_OK, EXIT_USAGE, CommandError
 
 __all__ = ["main"]
 
@@ -38,6 +39,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return EXIT_USAGE
+    except BrokenPipeError:  # e.g. `fastworker tasks | head`: the reader has gone, not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     return code
 
 
