@@ -52,5 +52,6 @@ async def test_a_batch_stores_each_result_under_its_own_task(client: Client) -> 
     items = [("add", (i, 1000)) for i in range(2500)]
     ids = await client.submit_batch(items)
     assert len(ids) == len(set(ids)) == 2500
-    results = await asyncio.gather(*(client.wait_result(t) for t in ids))
+    results = await client.wait_results(ids)
     assert [r.result for r in results] == [i + 1000 for i in range(2500)]
+    assert [r.task_id for r in results] == ids

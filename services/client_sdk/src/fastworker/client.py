@@ -233,6 +233,21 @@ class Client:
         results = await self._get([task_id], wait)
         return self._final(task_id, results[0], wait)
 
+    async def wait_results(
+        self, task_ids: Sequence[str], timeout: float | None = None
+    ) -> list[TaskResult]:
+        """Wait until every task is final and return their results, in order (asked in
+        messages of 1,000 ids, all at once). Raises ``Timeout`` if any is not final in
+        time, ``TaskNotFound`` if any is unknown or expired."""
+        wait = self.timeout if timeout is None else timeout
+        chunks = [list(task_ids[i : i + BATCH_CHUNK]) for i in range(0, len(task_ids), BATCH_CHUNK)]
+        replies = await asyncio.gather(*(self._get(chunk, wait) for chunk in chunks))
+        return [
+            self._final(task_id, result, wait)
+            for chunk, results in zip(chunks, replies, strict=True)
+            for task_id, result in zip(chunk, results, strict=True)
+        ]
+
     async def wait(self, task_id: str, timeout: float | None = None) -> Any:
         """Wait for the task and return its value; raise ``TaskFailed`` / ``TaskCancelled``."""
         return unwrap(await self.wait_result(task_id, timeout))

@@ -120,6 +120,11 @@ class SyncClient:
     def wait_result(self, task_id: str, timeout: float | None = None) -> TaskResult:
         return self._run(self._client.wait_result(task_id, timeout))
 
+    def wait_results(
+        self, task_ids: Sequence[str], timeout: float | None = None
+    ) -> list[TaskResult]:
+        return self._run(self._client.wait_results(task_ids, timeout))
+
     def wait(self, task_id: str, timeout: float | None = None) -> Any:
         return self._run(self._client.wait(task_id, timeout))
 
