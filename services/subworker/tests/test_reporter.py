@@ -38,9 +38,9 @@ async def _run_until_flushed(reporter: Reporter) -> None:
 async def test_outcomes_queued_together_go_in_one_report() -> None:
     send = Recorder()
     reporter = Reporter(send, lambda: None)
-    reporter.started("a")
-    reporter.finished(_ok("a"))
-    reporter.finished(_ok("b"))
+    reporter.started(["a"])
+    reporter.finished([_ok("a")])
+    reporter.finished([_ok("b")])
     await _run_until_flushed(reporter)
     assert send.reports == [(["a"], [_ok("a"), _ok("b")])]
 
@@ -49,7 +49,7 @@ async def test_a_report_too_large_to_encode_is_split_until_it_fits() -> None:
     send = Recorder(limit=3)
     reporter = Reporter(send, lambda: None)
     for i in range(10):
-        reporter.finished(_ok(str(i)))
+        reporter.finished([_ok(str(i))])
     await _run_until_flushed(reporter)
     sent = [o.task_id for _, outcomes in send.reports for o in outcomes]
     assert sent == [str(i) for i in range(10)]
@@ -59,8 +59,8 @@ async def test_a_report_too_large_to_encode_is_split_until_it_fits() -> None:
 async def test_an_outcome_too_large_on_its_own_becomes_a_failure_and_reporting_goes_on() -> None:
     send = Recorder(too_big=frozenset({"huge"}))
     reporter = Reporter(send, lambda: None)
-    reporter.finished(_ok("huge"))
-    reporter.finished(_ok("small"))
+    reporter.finished([_ok("huge")])
+    reporter.finished([_ok("small")])
     await _run_until_flushed(reporter)
     outcomes = {o.task_id: o for _, batch in send.reports for o in batch}
     assert outcomes["small"].ok

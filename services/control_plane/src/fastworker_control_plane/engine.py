@@ -69,9 +69,9 @@ class Engine:
         if pipe_id >= 0:
             self._worker_pipes[worker_id] = pipe_id
 
-    async def fetch(self, worker_id: str, wait: float) -> list[Assignment]:
+    async def fetch(self, worker_id: str, wait: float, prefetch: int = 0) -> list[Assignment]:
         """Hold until dispatch hands this worker tasks, or ``wait`` seconds pass."""
-        self.board.touch(worker_id, self.clock())
+        self.board.touch(worker_id, self.clock()).set_prefetch(prefetch)
         previous = self._fetches.pop(worker_id, None)
         if previous is not None and not previous.done():
             previous.set_result([])

@@ -169,10 +169,14 @@ class Register(Message, tag="register"):
 
 
 class Fetch(Message, tag="fetch"):
-    """Ask for work; held up to ``wait`` seconds when there is none. Doubles as heartbeat."""
+    """Ask for work; held up to ``wait`` seconds when there is none. Doubles as heartbeat.
+
+    ``prefetch`` is how many tasks beyond its concurrency the worker wants buffered.
+    """
 
     worker_id: str
     wait: float
+    prefetch: int = 0
 
 
 class Report(Message, tag="report"):

@@ -38,10 +38,9 @@ class ControlPlaneLink:
         )
         return await self._channel.request(message, Registered, self._timeout)
 
-    async def fetch(self, wait: float) -> list[Assignment]:
-        reply = await self._channel.request(
-            Fetch(worker_id=self.worker_id, wait=wait), Assign, wait + _MARGIN
-        )
+    async def fetch(self, wait: float, prefetch: int) -> list[Assignment]:
+        message = Fetch(worker_id=self.worker_id, wait=wait, prefetch=prefetch)
+        reply = await self._channel.request(message, Assign, wait + _MARGIN)
         return reply.tasks
 
     async def report(self, started: list[str], outcomes: list[Outcome]) -> None:

@@ -28,12 +28,12 @@ class Reporter:
         self._idle = asyncio.Event()
         self._idle.set()
 
-    def started(self, task_id: str) -> None:
-        self._started.append(task_id)
+    def started(self, task_ids: list[str]) -> None:
+        self._started.extend(task_ids)
         self._wake.set()
 
-    def finished(self, outcome: Outcome) -> None:
-        self._outcomes.append(outcome)
+    def finished(self, outcomes: list[Outcome]) -> None:
+        self._outcomes.extend(outcomes)
         self._wake.set()
 
     @property

@@ -36,6 +36,7 @@ from fastworker_protocol import (
     next_worker_state,
 )
 from fastworker_subworker.executor import Executor
+from fastworker_subworker.runner import TaskRunner
 from fastworker_subworker.link import ControlPlaneLink
 from fastworker_subworker.reporter import Reporter
 
@@ -77,12 +78,12 @@ class Subworker:
         self._codec = Codec(self.config.max_message_size)
         self._stop_requested = asyncio.Event()
         self._ready = asyncio.Event()
-        self._running: dict[asyncio.Task[None], str] = {}
         self._needs_register = False
         self._instance_id: str | None = None
         self._address: str | None = registration_address
         self._link: ControlPlaneLink | None = None
         self._reporter = Reporter(self._link_report, self._mark_unregistered)
+        self._runner: TaskRunner | None = None
 
     # --- control -------------------------------------------------------------------------
 
@@ -95,7 +96,7 @@ class Subworker:
 
     @property
     def in_flight(self) -> int:
-        return len(self._running)
+        return self._runner.held if self._runner is not None else 0
 
     def _advance(self, event: WorkerEvent) -> None:
         self.state = next_worker_state(self.state, event)
@@ -111,7 +112,9 @@ class Subworker:
             if self._fixed_address is not None
             else DiscoveryPeer(self.config.discovery_address, self._codec, role="subworker")
         )
-        executor = Executor(self.registry, self.config.concurrency, self._on_start)
+        runner = TaskRunner(Executor(self.registry), self.config.concurrency,
+                            self._reporter.started, self._reporter.finished)
+        self._runner = runner
         background: list[asyncio.Task[None]] = []
         try:
             self._address = self._fixed_address or await self._locate(discovery)
@@ -120,12 +123,12 @@ class Subworker:
                     self._address, self._codec, self.worker_id, self.config.request_timeout
                 )
                 if await self._register():
-                    await self._serve(executor, discovery, background)
+                    await self._serve(runner, discovery, background)
         finally:
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
-            executor.shutdown()
+            runner.shutdown()
             if self._link is not None:
                 self._link.close()
             if discovery is not None:
@@ -137,7 +140,7 @@ class Subworker:
 
     async def _serve(
         self,
-        executor: Executor,
+        runner: TaskRunner,
         discovery: DiscoveryPeer | None,
         background: list[asyncio.Task[None]],
     ) -> None:
@@ -149,7 +152,7 @@ class Subworker:
         background.append(loop.create_task(self._reporter.run()))
         if discovery is not None:
             background.append(loop.create_task(self._watch(discovery)))
-        fetching = loop.create_task(self._fetch_loop(executor))
+        fetching = loop.create_task(self._fetch_loop(runner))
         stopping = loop.create_task(self._stop_requested.wait())
         await asyncio.wait([fetching, stopping], return_when=asyncio.FIRST_COMPLETED)
         stopping.cancel()
@@ -157,7 +160,7 @@ class Subworker:
         self._advance(WorkerEvent.DRAIN)
         if fetching.done() and not fetching.cancelled() and fetching.exception():
             log.error("fetch loop failed; draining", exc_info=fetching.exception())
-        await self._drain(fetching, self._reporter)
+        await self._drain(fetching, runner)
         self._advance(WorkerEvent.STOP)
         if self._link.connected:
             await self._reporter.flush(_GOODBYE_TIMEOUT)
@@ -205,16 +208,17 @@ class Subworker:
             return True
         return False
 
-    async def _fetch_loop(self, executor: Executor) -> None:
+    async def _fetch_loop(self, runner: TaskRunner) -> None:
         assert self._link is not None
-        loop = asyncio.get_running_loop()
         while not self._stop_requested.is_set():
             if self._needs_register and not await self._register():
                 return
             # Never abandon a held fetch: tasks the control plane puts in its reply would be
             # lost to this worker while the control plane counts them as in flight here.
             try:
-                assignments = await self._link.fetch(self.config.fetch_wait)
+                assignments = await self._link.fetch(
+                    self.config.fetch_wait, runner.prefetch_hint()
+                )
             except RequestRejected as exc:
                 if exc.code == ErrorCode.UNKNOWN_WORKER:
                     self._needs_register = True
@@ -225,17 +229,7 @@ class Subworker:
             except (ControlPlaneUnavailable, Timeout):
                 await self._pause()
                 continue
-            for assignment in assignments:
-                task = loop.create_task(self._execute(executor, assignment))
-                self._running[task] = assignment.id
-                task.add_done_callback(self._running.pop)
-
-    async def _execute(self, executor: Executor, assignment: Assignment) -> None:
-        outcome = await executor.execute(assignment)
-        self._reporter.finished(outcome)
-
-    def _on_start(self, task_id: str) -> None:
-        self._reporter.started(task_id)
+            runner.submit(assignments)
 
     async def _link_report(self, started: list[str], outcomes: list[Outcome]) -> None:
         assert self._link is not None
@@ -252,8 +246,8 @@ class Subworker:
                 self._address = announce.registration
                 self._needs_register = True
 
-    async def _drain(self, fetching: asyncio.Task[None], reporter: Reporter) -> None:
-        """Stop taking work, give in-flight tasks ``shutdown_timeout``, hand back the rest."""
+    async def _drain(self, fetching: asyncio.Task[None], runner: TaskRunner) -> None:
+        """Stop taking work, give held tasks ``shutdown_timeout``, hand back the rest."""
         assert self._link is not None
         if self._link.connected:
             with contextlib.suppress(ControlPlaneUnavailable, Timeout, RequestRejected):
@@ -264,29 +258,26 @@ class Subworker:
         if not fetching.done():
             fetching.cancel()
         await asyncio.gather(fetching, return_exceptions=True)
-        running = dict(self._running)
-        if not running:
-            return
-        log.info("draining", in_flight=len(running), timeout=self.config.shutdown_timeout)
-        _, unfinished = await asyncio.wait(running, timeout=self.config.shutdown_timeout)
-        for task in unfinished:
-            task.cancel()
-        await asyncio.gather(*unfinished, return_exceptions=True)
-        for task in unfinished:
-            log.warning("task interrupted by shutdown", task_id=running[task])
-            reporter.finished(
-                Outcome(
-                    task_id=running[task],
-                    ok=False,
-                    requeue=True,
-                    error=TaskError(
-                        type="Interrupted",
-                        reason="interrupted",
-                        message="the subworker shut down before the task finished",
-                    ),
-                )
-            )
+        if runner.held:
+            log.info("draining", in_flight=runner.held, timeout=self.config.shutdown_timeout)
+        for task_id in await runner.drain(self.config.shutdown_timeout):
+            log.warning("task interrupted by shutdown", task_id=task_id)
+            self._reporter.finished([_interrupted(task_id)])
 
     async def _pause(self) -> None:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._stop_requested.wait(), _RETRY_DELAY)
+
+
+def _interrupted(task_id: str) -> Outcome:
+    """Handed back for redelivery: the attempt was cut short, it did not fail."""
+    return Outcome(
+        task_id=task_id,
+        ok=False,
+        requeue=True,
+        error=TaskError(
+            type="Interrupted",
+            reason="interrupted",
+            message="the subworker shut down before the task finished",
+        ),
+    )

@@ -204,7 +204,7 @@ class TaskBoard:
         plan_bytes: dict[str, int] = {}
         skipped: list[TaskRecord] = []
         while slots and len(self.queues) and len(skipped) < _DISPATCH_SCAN_LIMIT:
-            if all(len(s.in_flight) >= s.concurrency for s in slots):
+            if all(len(s.in_flight) >= s.capacity for s in slots):
                 break
             task_id = self.queues.pop(self._is_queued)
             if task_id is None:

@@ -9,6 +9,9 @@ from fastworker_control_plane.core.dispatch_policy import Load
 from fastworker_protocol import WorkerInfo, WorkerState
 
 
+MAX_PREFETCH = 10_000  # whatever a worker asks, it never holds more than this extra
+
+
 @dataclass
 class WorkerSlot:
     worker_id: str
@@ -22,12 +25,22 @@ class WorkerSlot:
     assigned_total: int = 0
     completed: int = 0
 
+    prefetch: int = 0
+
     @property
     def accepts_work(self) -> bool:
         return self.state == WorkerState.RUNNING
 
+    @property
+    def capacity(self) -> int:
+        """Tasks it may hold: its slots plus the buffer it asked for."""
+        return self.concurrency + self.prefetch
+
+    def set_prefetch(self, prefetch: int) -> None:
+        self.prefetch = max(0, min(prefetch, MAX_PREFETCH))
+
     def load(self) -> Load:
-        return Load(self.worker_id, len(self.in_flight), self.concurrency, self.assigned_total)
+        return Load(self.worker_id, len(self.in_flight), self.capacity, self.assigned_total)
 
     def info(self, now: float) -> WorkerInfo:
         return WorkerInfo(

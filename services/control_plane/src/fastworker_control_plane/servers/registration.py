@@ -33,9 +33,9 @@ class RegistrationHandler:
     async def __call__(self, message: Message, pipe_id: int) -> Message:
         engine = self._engine
         match message:
-            case Fetch(worker_id=worker_id, wait=wait):
+            case Fetch(worker_id=worker_id, wait=wait, prefetch=prefetch):
                 engine.seen(worker_id, pipe_id)
-                tasks = await engine.fetch(worker_id, min(wait, MAX_FETCH_WAIT))
+                tasks = await engine.fetch(worker_id, min(wait, MAX_FETCH_WAIT), prefetch)
                 return Assign(tasks=tasks)
             case Report(worker_id=worker_id, started=started, outcomes=outcomes):
                 engine.seen(worker_id, pipe_id)
