@@ -30,7 +30,7 @@ class DiscoveryPeer:
         self.address = address
         self._codec = codec
         self._probe = codec.encode(Probe(role=role))
-        self._socket = pynng.Bus0(recv_max_size=2 * codec.max_message_size)
+        self._socket = pynng.Bus0(recv_max_size=2 * codec.max_message_size, async_backend="asyncio")
         self._socket.reconnect_time_min = 50
         self._socket.reconnect_time_max = 1000
         self._socket.dial(address, block=False)

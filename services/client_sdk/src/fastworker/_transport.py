@@ -28,7 +28,8 @@ class RequestChannel:
     def __init__(self, address: str, codec: Codec) -> None:
         self.address = address
         self._codec = codec
-        self._socket = pynng.Req0(recv_max_size=_nng_limit(codec))
+        # Naming the backend spares pynng a sniffio lookup on every send and receive.
+        self._socket = pynng.Req0(recv_max_size=_nng_limit(codec), async_backend="asyncio")
         self._socket.resend_time = _NO_RESEND
         self._socket.reconnect_time_min = 50
         self._socket.reconnect_time_max = 1000

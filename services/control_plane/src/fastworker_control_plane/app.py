@@ -135,7 +135,7 @@ class ControlPlane:
         )
 
     def _bind(self, factory: type[pynng.Socket], addresses: list[str]) -> pynng.Socket:
-        sock = factory(recv_max_size=2 * self.codec.max_message_size)
+        sock = factory(recv_max_size=2 * self.codec.max_message_size, async_backend="asyncio")
         try:
             for address in addresses:
                 sock.listen(address)

@@ -59,8 +59,9 @@ def _success(assignment: Assignment, started: float, value: Any) -> Outcome:
     except (TypeError, ValueError, OverflowError) as exc:
         unportable = TypeError(f"result of type {type(value).__name__} cannot be sent: {exc}")
         return _failure(assignment, started, unportable, reason="unserializable_result")
-    return Outcome(task_id=assignment.id, ok=True, result=portable, started_at=started,
-                   finished_at=time.time())
+    return Outcome(
+        task_id=assignment.id, ok=True, result=portable, started_at=started, finished_at=time.time()
+    )
 
 
 def _failure(
@@ -72,5 +73,6 @@ def _failure(
         traceback="".join(traceback.format_exception(exc)),
         reason=reason,
     )
-    return Outcome(task_id=assignment.id, ok=False, error=error, started_at=started,
-                   finished_at=time.time())
+    return Outcome(
+        task_id=assignment.id, ok=False, error=error, started_at=started, finished_at=time.time()
+    )

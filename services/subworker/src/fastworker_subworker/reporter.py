@@ -1,6 +1,11 @@
 """Batching reports to the control plane: started notices and outcomes accumulate while a
 ``Report`` is in flight and go together in the next one (one in flight at a time), so a
-busy subworker sends few large reports and an idle one reports at once."""
+busy subworker sends few large reports and an idle one reports at once.
+
+Outcomes go at once. A started notice waits up to ``STARTED_DELAY``: a short task's start
+then travels with its outcome instead of costing a round trip of its own, and a long
+task still shows as running within a few milliseconds.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ log = structlog.get_logger(__name__)
 
 SendReport = Callable[[list[str], list[Outcome]], Awaitable[None]]
 _RETRY_DELAY = 0.2
+STARTED_DELAY = 0.005
 
 
 class Reporter:
@@ -27,9 +33,16 @@ class Reporter:
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
+        self._started_timer: asyncio.TimerHandle | None = None
 
     def started(self, task_ids: list[str]) -> None:
         self._started.extend(task_ids)
+        if self._started_timer is None:
+            loop = asyncio.get_running_loop()
+            self._started_timer = loop.call_later(STARTED_DELAY, self._started_due)
+
+    def _started_due(self) -> None:
+        self._started_timer = None
         self._wake.set()
 
     def finished(self, outcomes: list[Outcome]) -> None:
@@ -45,6 +58,9 @@ class Reporter:
             await self._wake.wait()
             self._wake.clear()
             self._idle.clear()
+            if self._started_timer is not None:  # they go now, with these outcomes
+                self._started_timer.cancel()
+                self._started_timer = None
             started, outcomes = self._started, self._outcomes
             self._started, self._outcomes = [], []
             try:

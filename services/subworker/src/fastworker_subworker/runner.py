@@ -14,6 +14,7 @@ arrive in large batches while long ones are not hoarded away from other subworke
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 from collections import deque
 from collections.abc import Callable
@@ -33,8 +34,9 @@ Finished = Callable[[list[Outcome]], None]
 
 
 class TaskRunner:
-    def __init__(self, executor: Executor, concurrency: int, on_started: Started,
-                 on_finished: Finished) -> None:
+    def __init__(
+        self, executor: Executor, concurrency: int, on_started: Started, on_finished: Finished
+    ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self._executor = executor
@@ -109,7 +111,8 @@ class TaskRunner:
                 context = contextvars.copy_context()
                 try:
                     outcomes = await loop.run_in_executor(
-                        self._threads, context.run, self._run_chunk, chunk)
+                        self._threads, context.run, self._run_chunk, chunk
+                    )
                 finally:
                     self._in_threads.difference_update(ids)
                     self._update_idle()
@@ -146,10 +149,8 @@ class TaskRunner:
     async def drain(self, timeout: float) -> list[str]:
         """Wait up to ``timeout`` for every held task; then cancel async ones, drop queued
         ones and abandon sync ones still on a thread. Returns the ids not finished."""
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._idle.wait(), timeout)
-        except TimeoutError:
-            pass
         unfinished = [a.id for a in self._queued] + sorted(self._in_threads)
         self._queued.clear()
         self._abandoned.update(self._in_threads)

@@ -26,7 +26,6 @@ from fastworker._discovery import DiscoveryPeer
 from fastworker_protocol import (
     DEFAULT_DISCOVERY_ADDRESS,
     DEFAULT_MAX_MESSAGE_SIZE,
-    Assignment,
     Codec,
     ErrorCode,
     Outcome,
@@ -36,9 +35,9 @@ from fastworker_protocol import (
     next_worker_state,
 )
 from fastworker_subworker.executor import Executor
-from fastworker_subworker.runner import TaskRunner
 from fastworker_subworker.link import ControlPlaneLink
 from fastworker_subworker.reporter import Reporter
+from fastworker_subworker.runner import TaskRunner
 
 log = structlog.get_logger(__name__)
 
@@ -112,8 +111,12 @@ class Subworker:
             if self._fixed_address is not None
             else DiscoveryPeer(self.config.discovery_address, self._codec, role="subworker")
         )
-        runner = TaskRunner(Executor(self.registry), self.config.concurrency,
-                            self._reporter.started, self._reporter.finished)
+        runner = TaskRunner(
+            Executor(self.registry),
+            self.config.concurrency,
+            self._reporter.started,
+            self._reporter.finished,
+        )
         self._runner = runner
         background: list[asyncio.Task[None]] = []
         try:
@@ -216,9 +219,7 @@ class Subworker:
             # Never abandon a held fetch: tasks the control plane puts in its reply would be
             # lost to this worker while the control plane counts them as in flight here.
             try:
-                assignments = await self._link.fetch(
-                    self.config.fetch_wait, runner.prefetch_hint()
-                )
+                assignments = await self._link.fetch(self.config.fetch_wait, runner.prefetch_hint())
             except RequestRejected as exc:
                 if exc.code == ErrorCode.UNKNOWN_WORKER:
                     self._needs_register = True

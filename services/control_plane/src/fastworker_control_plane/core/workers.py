@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from fastworker_control_plane.core.dispatch_policy import Load
 from fastworker_protocol import WorkerInfo, WorkerState
 
-
 MAX_PREFETCH = 10_000  # whatever a worker asks, it never holds more than this extra
 
 
