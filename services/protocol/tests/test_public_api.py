@@ -22,7 +22,7 @@ EXPECTED_PUBLIC_NAMES = {
     "Codec", "DecodeError", "Drain", "EncodeError", "Error", "ErrorCode", "Fetch", "Get",
     "InvalidMessage", "InvalidTransition", "ListTasks", "ListWorkers", "MalformedMessage",
     "Message", "Outcome", "OversizeMessage", "Param", "PortMap", "Priority", "Probe",
-    "ProtocolError", "Register", "Registered", "Report", "Results", "Submit", "TaskError",
+    "ProtocolError", "Register", "Registered", "Rejection", "Report", "Results", "Submit", "TaskError",
     "TaskEvent", "TaskList", "TaskResult", "TaskSignature", "TaskSpec", "TaskState", "UnknownOp",
     "Unregister", "UnsupportedVersion", "WorkerEvent", "WorkerInfo", "WorkerList", "WorkerState",
     "message_op", "next_task_state", "next_worker_state", "tcp_address",

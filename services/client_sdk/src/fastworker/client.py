@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
+from fastworker._coalescer import SendBatch, SubmitCoalescer
 from fastworker._discovery import DiscoveryPeer
 from fastworker._task import Task
 from fastworker._transport import RequestChannel
@@ -94,6 +95,7 @@ class Client:
         self._explicit_address = address
         self._codec = Codec(max_message_size)
         self._submit: dict[Priority, RequestChannel] = {}
+        self._coalescers: dict[Priority, SubmitCoalescer] = {}
         self._results: RequestChannel | None = None
         self._known: OrderedDict[str, TaskResult] = OrderedDict()
 
@@ -109,6 +111,7 @@ class Client:
             for p, addr in zip(Priority.by_rank(), announce.submit, strict=True)
         }
         self._results = RequestChannel(announce.results, self._codec)
+        self._coalescers = {p: SubmitCoalescer(self._batch_sender(p)) for p in self._submit}
 
     async def _locate(self) -> Announce:
         if self._explicit_address is not None:
@@ -125,7 +128,7 @@ class Client:
             channel.close()
         if self._results is not None:
             self._results.close()
-        self._submit = {}
+        self._submit, self._coalescers = {}, {}
         self._results = None
 
     async def aclose(self) -> None:
@@ -161,9 +164,9 @@ class Client:
         task_id: str | None = None,
     ) -> str:
         """Queue a task; ``task_id`` makes the call idempotent across your own retries."""
+        self._require_started()
         spec = _spec(task, args, kwargs, task_id)
-        reply = await self._send_submit(_priority(task, priority), [spec], None, Accepted)
-        return reply.task_ids[0]
+        return await self._coalescers[_priority(task, priority)].submit(spec)
 
     async def submit_task(
         self,
@@ -205,6 +208,13 @@ class Client:
         ]
         await asyncio.gather(*sends)
         return ids
+
+    def _batch_sender(self, priority: Priority) -> SendBatch:
+        async def send(specs: list[TaskSpec]) -> Accepted:
+            message = Submit(tasks=specs, atomic=False)
+            return await self._request(self._submit[priority], message, Accepted, None)
+
+        return send
 
     async def _send_submit(
         self,

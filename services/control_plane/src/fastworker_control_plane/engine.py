@@ -42,6 +42,13 @@ class Engine:
         self.kick()
         return ids
 
+    def submit_each(
+        self, specs: Sequence[TaskSpec], priority: Priority
+    ) -> tuple[list[str], list[Rejected]]:
+        ids, rejected = self.board.submit_each(specs, priority, self.clock())
+        self.kick()
+        return ids, rejected
+
     def lookup(self, task_id: str) -> TaskResult | None:
         return self.board.get(task_id, self.clock())
 

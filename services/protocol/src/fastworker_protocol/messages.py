@@ -128,11 +128,14 @@ class Submit(Message, tag="submit"):
     """Queue ``tasks`` at the priority of the port it arrives on.
 
     Without ``wait`` the reply is ``Accepted``; with ``wait`` (seconds) the reply is held until
-    every task is final or ``wait`` passes, and is ``Results``.
+    every task is final or ``wait`` passes, and is ``Results``. ``atomic`` (the default)
+    accepts all tasks or none; ``atomic=false`` accepts each valid task on its own and lists
+    the others in ``Accepted.rejected`` (it cannot be combined with ``wait``).
     """
 
     tasks: list[TaskSpec]
     wait: float | None = None
+    atomic: bool = True
 
 
 # --- client -> control plane, results port ------------------------------------------------
@@ -198,8 +201,19 @@ class Unregister(Message, tag="unregister"):
 # --- replies ----------------------------------------------------------------------------------
 
 
+class Rejection(Record):
+    """Why the task at ``index`` of a non-atomic ``Submit`` was not accepted."""
+
+    index: int
+    code: ErrorCode
+    message: str
+
+
 class Accepted(Message, tag="accepted"):
+    """One id per submitted task, in order; ``""`` for a task listed in ``rejected``."""
+
     task_ids: list[str]
+    rejected: list[Rejection] = []
 
 
 class Results(Message, tag="results"):

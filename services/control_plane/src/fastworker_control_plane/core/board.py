@@ -42,17 +42,27 @@ _DISPATCH_SCAN_LIMIT = 1024
 TASK_OVERHEAD = 32
 MESSAGE_OVERHEAD = 1024
 _encoder = msgspec.msgpack.Encoder()
+
+
+def _size(spec: TaskSpec) -> int:
+    """What the spec will take up in an ``Assign``."""
+    return len(_encoder.encode(spec)) + TASK_OVERHEAD
+
+
 _HELD = (TaskState.ASSIGNED, TaskState.RUNNING)
 
 
 class Rejected(Exception):
     """A request the board refuses; ``code`` is the wire error code."""
 
-    def __init__(self, code: ErrorCode, message: str, **detail: object) -> None:
+    def __init__(
+        self, code: ErrorCode, message: str, *, index: int | None = None, **detail: object
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
-        self.detail = detail
+        self.index = index  # which task of a submission, when it is about one
+        self.detail = detail if index is None else {"index": index, **detail}
 
 
 @dataclass(frozen=True)
@@ -87,41 +97,59 @@ class TaskBoard:
         A spec whose id is already known (live or in the result cache) is not queued again:
         its id is returned as if accepted, which is what makes client retries safe.
         """
-        sizes = [len(_encoder.encode(spec)) + TASK_OVERHEAD for spec in specs]
+        sizes = [_size(spec) for spec in specs]
+        for index, (spec, size) in enumerate(zip(specs, sizes, strict=True)):
+            if (rejected := self._check(index, spec, size)) is not None:
+                raise rejected
+        return [self._enqueue(s, size, priority, now) for s, size in zip(specs, sizes, strict=True)]
+
+    def submit_each(
+        self, specs: Sequence[TaskSpec], priority: Priority, now: float
+    ) -> tuple[list[str], list[Rejected]]:
+        """Accept every valid spec on its own; the id of a rejected one is ``""``."""
+        ids, rejections = [], []
         for index, spec in enumerate(specs):
-            if sizes[index] > self.config.max_batch_bytes:
-                raise Rejected(
-                    ErrorCode.OVERSIZE,
-                    f"task of {sizes[index]} bytes cannot be dispatched in a "
-                    f"{self.config.max_message_size}-byte message",
-                    index=index,
-                    task_name=spec.name,
-                )
-            checker = self._checkers.get(spec.name)
-            if checker is None:
-                raise Rejected(
-                    ErrorCode.UNKNOWN_TASK,
-                    f"no subworker has registered a task named {spec.name!r}",
-                    index=index,
-                    task_name=spec.name,
-                )
-            problem = checker.problem(spec.args, spec.kwargs)
-            if problem is not None:
-                raise Rejected(
-                    ErrorCode.INVALID_ARGUMENTS, problem, index=index, task_name=spec.name
-                )
-        ids = []
-        for spec, size in zip(specs, sizes, strict=True):
-            task_id = spec.id or uuid.uuid4().hex
-            ids.append(task_id)
-            if task_id in self._tasks or self.results.peek(task_id, now) is not None:
-                continue
-            record = TaskRecord.from_spec(spec, priority, now, size)
-            record.id = task_id
-            record.apply(TaskEvent.ENQUEUE)
-            self._tasks[task_id] = record
-            self.queues.push(task_id, priority)
-        return ids
+            size = _size(spec)
+            rejected = self._check(index, spec, size)
+            if rejected is None:
+                ids.append(self._enqueue(spec, size, priority, now))
+            else:
+                ids.append("")
+                rejections.append(rejected)
+        return ids, rejections
+
+    def _check(self, index: int, spec: TaskSpec, size: int) -> Rejected | None:
+        if size > self.config.max_batch_bytes:
+            return Rejected(
+                ErrorCode.OVERSIZE,
+                f"task of {size} bytes cannot be dispatched in a "
+                f"{self.config.max_message_size}-byte message",
+                index=index,
+                task_name=spec.name,
+            )
+        checker = self._checkers.get(spec.name)
+        if checker is None:
+            return Rejected(
+                ErrorCode.UNKNOWN_TASK,
+                f"no subworker has registered a task named {spec.name!r}",
+                index=index,
+                task_name=spec.name,
+            )
+        problem = checker.problem(spec.args, spec.kwargs)
+        if problem is not None:
+            return Rejected(ErrorCode.INVALID_ARGUMENTS, problem, index=index, task_name=spec.name)
+        return None
+
+    def _enqueue(self, spec: TaskSpec, size: int, priority: Priority, now: float) -> str:
+        task_id = spec.id or uuid.uuid4().hex
+        if task_id in self._tasks or self.results.peek(task_id, now) is not None:
+            return task_id
+        record = TaskRecord.from_spec(spec, priority, now, size)
+        record.id = task_id
+        record.apply(TaskEvent.ENQUEUE)
+        self._tasks[task_id] = record
+        self.queues.push(task_id, priority)
+        return task_id
 
     def learn_tasks(self, signatures: Iterable[TaskSignature]) -> None:
         """Accept submissions of these tasks even before a subworker that runs them joins."""

@@ -7,7 +7,15 @@ from __future__ import annotations
 
 from fastworker_control_plane.core.board import Rejected
 from fastworker_control_plane.engine import Engine
-from fastworker_protocol import Accepted, ErrorCode, Message, Priority, Results, Submit
+from fastworker_protocol import (
+    Accepted,
+    ErrorCode,
+    Message,
+    Priority,
+    Rejection,
+    Results,
+    Submit,
+)
 
 SERVES: tuple[type[Message], ...] = (Submit,)
 
@@ -22,6 +30,16 @@ class SubmissionHandler:
         assert isinstance(message, Submit)
         if not self._engine.accepting:
             raise Rejected(ErrorCode.SHUTTING_DOWN, "the control plane is shutting down")
+        if not message.atomic:
+            if message.wait is not None:
+                raise Rejected(ErrorCode.INVALID_MESSAGE, "a non-atomic submit cannot wait")
+            task_ids, rejected = self._engine.submit_each(message.tasks, self._priority)
+            return Accepted(
+                task_ids=task_ids,
+                rejected=[
+                    Rejection(index=r.index or 0, code=r.code, message=r.message) for r in rejected
+                ],
+            )
         task_ids = self._engine.submit(message.tasks, self._priority)
         if message.wait is None:
             return Accepted(task_ids=task_ids)
