@@ -31,19 +31,20 @@ class Harness:
         self.held_after: list[int] = []  # the runner's `held` as each outcome is reported
         self.entered, self.left, self.cancelled = set[str](), set[str](), list[str]()
         self._changed = asyncio.Event()
-        probes = {"echo": lambda value=None: value, "where": threading.get_ident}
-        for name, fn in {
-            **probes,
-            "aecho": self.aecho,
-            "hold": self.hold,
-            "ahold": self.ahold,
-        }.items():
-            self.registry.add(Task(fn=fn, name=name))
+        self.add("echo", lambda value=None: value)
+        self.add("where", threading.get_ident)
+        self.add("aecho", self.aecho)
+        self.add("hold", self.hold)
+        self.add("ahold", self.ahold)
+
+    def add(self, name: str, fn: Callable[..., Any]) -> None:
+        self.registry.add(Task(fn=fn, name=name))
 
     def runner(self, concurrency: int = 2) -> TaskRunner:
-        runner = TaskRunner(Executor(self.registry), concurrency, self._began, self._ended)
-        self.runners.append(runner)
-        return runner
+        self.runners.append(
+            TaskRunner(Executor(self.registry), concurrency, self._began, self._ended)
+        )
+        return self.runners[-1]
 
     async def aecho(self, value: Any = None) -> Any:
         await asyncio.sleep(0)
@@ -51,10 +52,9 @@ class Harness:
 
     def hold(self, key: str, seconds: float = 5) -> str:
         self.entered.add(key)
-        self.poke_threadsafe()
         self.gate.wait(seconds)
         self.left.add(key)
-        self.poke_threadsafe()
+        self.loop.call_soon_threadsafe(self.poke)
         return key
 
     async def ahold(self, key: str) -> str:
@@ -66,7 +66,6 @@ class Harness:
             raise
         return key
 
-    @property
     def started(self) -> list[str]:
         return [task_id for kind, task_id in self.log if kind == "started"]
 
@@ -75,7 +74,6 @@ class Harness:
 
     def _began(self, ids: list[str]) -> None:
         self.log += [("started", i) for i in ids]
-        self.poke()
 
     def _ended(self, outcomes: list[Outcome]) -> None:
         self.finished += outcomes
@@ -87,11 +85,8 @@ class Harness:
         self._changed.set()
         self._changed = asyncio.Event()
 
-    def poke_threadsafe(self) -> None:
-        self.loop.call_soon_threadsafe(self.poke)
-
     async def until(self, predicate: Callable[[], bool], timeout: float = 5) -> None:
-        """Wait for ``predicate``, woken by callbacks and pokes, rechecking every 10 ms."""
+        """Wait for ``predicate``, woken by outcomes and pokes, rechecking every 10 ms."""
         deadline = self.loop.time() + timeout
         while not predicate():
             if (remaining := deadline - self.loop.time()) <= 0:
@@ -117,7 +112,7 @@ class Waves:
             self.peak = max(self.peak, self.running)
             self.lock.notify_all()
             target = -(-self.entered // self.size) * self.size
-        self.h.poke_threadsafe()
+        self.h.loop.call_soon_threadsafe(self.h.poke)
         return target
 
     def sync(self) -> None:
@@ -149,7 +144,7 @@ def assign(task_id: str, name: str, *args: Any) -> Assignment:
     return Assignment(id=task_id, name=name, args=list(args))
 
 
-async def test_every_task_of_a_mixed_batch_finishes_once_with_its_value_and_held_drops(
+async def test_each_task_of_a_mixed_batch_starts_then_finishes_once_and_held_drops_to_zero(
     h: Harness,
 ) -> None:
     runner = h.runner(concurrency=4)
@@ -157,24 +152,22 @@ async def test_every_task_of_a_mixed_batch_finishes_once_with_its_value_and_held
     runner.submit(batch[:100])
     runner.submit(batch[100:])
     assert runner.held == 200
-
     await h.outcomes(200)
     assert await asyncio.wait_for(runner.drain(5), 10) == []
 
-    assert runner.held == 0
-    assert Counter(h.ids()) == Counter(a.id for a in batch)
+    assert (runner.held, h.held_after) == (0, sorted(h.held_after, reverse=True))
+    assert Counter(h.ids()) == Counter(h.started()) == Counter(a.id for a in batch)
     assert all(o.ok and o.task_id == f"t{o.result}" for o in h.finished)
-    assert h.held_after == sorted(h.held_after, reverse=True)
+    assert all(h.log.index(("started", a.id)) < h.log.index(("finished", a.id)) for a in batch)
 
 
 @pytest.mark.parametrize("kinds", [["async"], ["sync"], ["async", "sync"]], ids=str)
 async def test_no_more_than_concurrency_tasks_run_at_once(h: Harness, kinds: list[str]) -> None:
     waves = Waves(h, size=3)
-    h.registry.add(Task(fn=waves.async_, name="async"))
-    h.registry.add(Task(fn=waves.sync, name="sync"))
+    h.add("async", waves.async_)
+    h.add("sync", waves.sync)
     runner = h.runner(concurrency=3)
     runner.mean_duration = 1.0  # known-slow: one sync task per hop, so a wave's tasks can meet
-
     runner.submit([assign(f"t{i}", kinds[i % len(kinds)]) for i in range(24)])
     await h.outcomes(24)
 
@@ -188,49 +181,30 @@ async def test_sync_tasks_run_off_the_event_loop_thread(h: Harness) -> None:
     assert threading.get_ident() not in {o.result for o in h.finished}
 
 
-async def test_on_started_names_each_task_before_its_outcome_arrives(h: Harness) -> None:
-    ids = [f"t{i}" for i in range(20)]
-    h.runner(3).submit([assign(i, ("echo", "aecho")[n % 2]) for n, i in enumerate(ids)])
-    await h.outcomes(20)
-
-    assert sorted(h.started) == sorted(ids)
-    assert all(h.log.index(("started", i)) < h.log.index(("finished", i)) for i in ids)
-
-
-async def test_many_trivial_tasks_give_a_mean_duration_and_ask_for_prefetch(h: Harness) -> None:
-    runner = h.runner()
-    assert (runner.mean_duration, runner.prefetch_hint()) == (None, 0)
-
-    runner.submit([assign(f"t{i}", "echo") for i in range(100)])
+async def test_prefetch_is_wanted_after_trivial_tasks_and_not_after_a_slow_one(h: Harness) -> None:
+    quick, slow = h.runner(), h.runner()
+    assert (quick.mean_duration, quick.prefetch_hint()) == (None, 0)
+    quick.submit([assign(f"t{i}", "echo") for i in range(100)])
     await h.outcomes(100)
+    slow.submit([assign("slow", "hold", "slow", 4 * PREFETCH_WORK)])  # the gate stays shut
+    await h.outcomes(101)
 
-    assert runner.mean_duration is not None
-    assert runner.mean_duration < PREFETCH_WORK
-    assert runner.prefetch_hint() > 0
-
-
-async def test_a_slow_task_makes_the_prefetch_hint_zero(h: Harness) -> None:
-    runner = h.runner()
-    runner.submit([assign("t1", "hold", "t1", 4 * PREFETCH_WORK)])  # the gate stays shut
-    await h.outcomes(1)
-
-    assert runner.mean_duration is not None
-    assert runner.mean_duration >= 2 * PREFETCH_WORK
-    assert runner.prefetch_hint() == 0
+    assert quick.mean_duration is not None and quick.mean_duration < PREFETCH_WORK
+    assert quick.prefetch_hint() > 0
+    assert slow.mean_duration is not None and slow.mean_duration >= 2 * PREFETCH_WORK
+    assert slow.prefetch_hint() == 0
 
 
 async def test_queued_trivial_sync_tasks_share_thread_hops_in_chunks(
     h: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    runner = h.runner()
-    hops: list[object] = []
+    runner, hops = h.runner(), list[object]()
     submit = runner._threads.submit
     monkeypatch.setattr(runner._threads, "submit", lambda *a: hops.append(a) or submit(*a))
     runner.submit([assign("warm-up", "echo")])
     await h.outcomes(1)
     assert runner.mean_duration is not None
     hops.clear()
-
     runner.submit([assign(f"t{i}", "echo") for i in range(200)])
     await h.outcomes(201)
 
@@ -258,13 +232,11 @@ async def test_drain_waits_for_held_tasks_and_returns_nothing_when_they_finish_i
     draining = asyncio.create_task(runner.drain(5))
     await asyncio.sleep(0)
     assert not draining.done()
-
     h.async_gate.set()
     h.gate.set()
 
     assert await asyncio.wait_for(draining, 10) == []
-    assert sorted(h.ids()) == ["a1", "s1", "s2"]
-    assert runner.held == 0
+    assert (sorted(h.ids()), runner.held) == (["a1", "s1", "s2"], 0)
 
 
 async def test_drain_past_its_timeout_cancels_async_tasks_and_gives_back_sync_ids_unreported(
@@ -276,15 +248,14 @@ async def test_drain_past_its_timeout_cancels_async_tasks_and_gives_back_sync_id
     await h.until(lambda: h.entered == {"a1", "s1"})
     # Both slots are taken: these two wait for one.
     runner.submit([assign("s2", "hold", "s2"), assign("a2", "ahold", "a2")])
-
     unfinished = await asyncio.wait_for(runner.drain(0.05), 5)
 
     assert sorted(unfinished) == ["a1", "a2", "s1", "s2"]
     assert h.cancelled == ["a1"]
-    h.gate.set()
+    h.gate.set()  # s1 now ends on its thread; its outcome must not be reported
     await h.until(lambda: "s1" in h.left and runner.held == 0)
     await asyncio.sleep(0)
-    assert (h.finished, h.started) == ([], ["a1", "s1"])
+    assert (h.finished, h.started()) == ([], ["a1", "s1"])
 
 
 async def test_shutdown_does_not_wait_for_an_abandoned_sync_task(h: Harness) -> None:
@@ -292,10 +263,9 @@ async def test_shutdown_does_not_wait_for_an_abandoned_sync_task(h: Harness) -> 
     runner.submit([assign("s1", "hold", "s1")])
     await h.until(lambda: "s1" in h.entered)
     assert await asyncio.wait_for(runner.drain(0.01), 5) == ["s1"]
-
     runner.shutdown()
 
-    assert h.left == set()
+    assert h.left == set()  # shutdown returned while s1 still blocks its thread
     h.gate.set()
     await h.until(lambda: "s1" in h.left)
     await asyncio.sleep(0)
@@ -306,8 +276,8 @@ async def test_shutdown_does_not_wait_for_an_abandoned_sync_task(h: Harness) -> 
 async def test_a_slow_sync_task_does_not_hold_back_sync_tasks_queued_behind_it(h: Harness) -> None:
     runner = h.runner(2)
     runner.mean_duration = 1e-5  # learned from a stream of trivial tasks
-
     runner.submit([assign("slow", "hold", "slow"), *(assign(f"t{i}", "echo") for i in range(10))])
 
+    # The other lane is free the whole time, so the trivial ones need not wait for the gate.
     await h.outcomes(10, timeout=2)
     assert "slow" not in h.ids()
