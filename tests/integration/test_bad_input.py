@@ -97,3 +97,19 @@ async def test_a_batch_with_one_bad_task_is_rejected_whole(client: Client) -> No
         await client.submit_batch([("add", (1, 2)), ("nope", ()), ("add", (3, 4))])
     assert await client.list_tasks() == []
     assert len(await asyncio.gather(client.delay("add", 1, 2))) == 1
+
+
+async def test_one_bad_delay_among_concurrent_ones_fails_alone(client: Client) -> None:
+    # Concurrent delay calls travel together in one message; each gets its own answer.
+    outcomes = await asyncio.gather(
+        client.delay("add", 1, 2),
+        client.delay("nope"),
+        client.delay("add", 1),
+        client.delay("add", 3, 4),
+        return_exceptions=True,
+    )
+    assert isinstance(outcomes[1], UnknownTask)
+    assert isinstance(outcomes[2], InvalidArguments)
+    good = [outcomes[0], outcomes[3]]
+    assert all(isinstance(t, str) and len(t) == 32 for t in good)
+    assert [r.result for r in await client.wait_results(good)] == [3, 7]  # type: ignore[arg-type]

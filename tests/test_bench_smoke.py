@@ -1,0 +1,62 @@
+"""The benchmark runs end to end in smoke mode and reports every figure.
+
+Only completeness is checked: timings never decide whether this test passes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TOPOLOGIES = ("cp", "cp+1sw", "cp+2sw")
+PER_TOPOLOGY = (
+    "latency.p50_ms",
+    "latency.p99_ms",
+    "latency.p999_ms",
+    "pipelined.tasks_per_s",
+    "batch.tasks_per_s",
+    "io_bound.tasks_per_s",
+    "io_bound.ratio_to_ideal",
+)
+TOPOLOGY_FREE = (
+    "memory.rss_mb.idle",
+    "memory.rss_mb.queued_100k",
+    "memory.rss_mb.drained",
+    "floor.latency.p50_ms",
+    "floor.latency.p99_ms",
+    "floor.latency.p999_ms",
+    "floor.tasks_per_s.batched",
+    "floor.tasks_per_s.single",
+)
+EXPECTED_KEYS = [f"{m}.{t}" for m in PER_TOPOLOGY for t in TOPOLOGIES] + list(TOPOLOGY_FREE)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(660)
+def test_a_smoke_run_exits_0_and_writes_a_numeric_median_for_every_key(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "bench", "--smoke", "--repeats", "1", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert run.returncode == 0, f"stdout:\n{run.stdout}\nstderr:\n{run.stderr}"
+    doc = json.loads(out.read_text())
+    results = doc["results"]
+    assert [k for k in EXPECTED_KEYS if k not in results] == []
+    not_numeric = {k: results[k] for k in EXPECTED_KEYS if not _is_number(results[k].get("median"))}
+    assert not_numeric == {}
+    assert {"cores", "cpu_model", "python", "platform", "versions", "date"} <= set(doc["machine"])
+    assert doc["config"]["repeats"] == 1
