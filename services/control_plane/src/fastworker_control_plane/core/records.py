@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from fastworker_protocol import (
     Assignment,
@@ -17,8 +18,9 @@ from fastworker_protocol import (
 )
 
 
-@dataclass(slots=True)
-class TaskRecord:
+class TaskRecord(msgspec.Struct, gc=False):
+    """Mutable; like the messages, never part of a reference cycle (see ``Record``)."""
+
     id: str
     name: str
     priority: Priority
