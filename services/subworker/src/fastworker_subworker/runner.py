@@ -2,9 +2,11 @@
 
 Async tasks each run as an asyncio task. Sync tasks go through a queue drained by up to
 ``concurrency`` lanes; each lane hands a worker thread a *chunk* of queued sync tasks, so a
-stream of trivial tasks costs one thread hop per chunk rather than per task. Chunks are
-sized from the measured task duration (about 2 ms of work, at most 64 tasks), so a slow
-task always runs alone and never delays the ones behind it by much.
+stream of trivial tasks costs one thread hop per chunk rather than per task. A chunk is
+built from each task name's measured duration: tasks join the chunk at the head of the
+queue while their expected work fits in about 2 ms (at most 64 tasks). A task of a name
+never measured, or of a slow name, never joins a chunk, so it cannot hold back tasks
+queued behind it: other lanes take those.
 
 The same measurement gives the prefetch hint the subworker sends the control plane: how
 many tasks beyond ``concurrency`` it wants buffered (about 5 ms of work), so short tasks
@@ -17,7 +19,7 @@ import asyncio
 import contextlib
 import contextvars
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from fastworker_protocol import Assignment, Outcome
@@ -53,6 +55,7 @@ class TaskRunner:
         self._idle = asyncio.Event()
         self._idle.set()
         self.mean_duration: float | None = None
+        self._durations: dict[str, float] = {}  # per task name, moving average
 
     @property
     def held(self) -> int:
@@ -81,7 +84,7 @@ class TaskRunner:
         async with self._slots:
             self._on_started([assignment.id])
             outcome = await self._executor.run_async(assignment)
-        self._measure([outcome])
+        self._measure([(assignment, outcome)])
         self._on_finished([outcome])
 
     def _async_done(self, task: asyncio.Task[None]) -> None:
@@ -102,9 +105,9 @@ class TaskRunner:
     async def _drain_queue(self, loop: asyncio.AbstractEventLoop) -> None:
         while self._queued:
             async with self._slots:
-                chunk = [self._queued.popleft() for _ in range(self._chunk_size())]
-                if not chunk:
+                if not self._queued:
                     return
+                chunk = self._take_chunk()
                 ids = [a.id for a in chunk]
                 self._in_threads.update(ids)
                 self._on_started(ids)
@@ -117,28 +120,34 @@ class TaskRunner:
                     self._in_threads.difference_update(ids)
                     self._update_idle()
             kept = [o for o in outcomes if o.task_id not in self._abandoned]
-            self._measure(kept)
+            self._measure(zip(chunk, outcomes, strict=True))
             self._on_finished(kept)
 
     def _run_chunk(self, chunk: list[Assignment]) -> list[Outcome]:
         return [self._executor.run_sync(assignment) for assignment in chunk]
 
-    def _chunk_size(self) -> int:
-        if self.mean_duration is None:
-            return min(1, len(self._queued))
-        fitting = int(CHUNK_WORK / max(self.mean_duration, 1e-6))
-        share = -(-len(self._queued) // self._concurrency)  # leave work for the other lanes
-        return max(1, min(MAX_CHUNK, fitting, share)) if self._queued else 0
+    def _take_chunk(self) -> list[Assignment]:
+        """The head of the queue, plus the tasks behind it that are known to be quick."""
+        chunk = [self._queued.popleft()]
+        budget = CHUNK_WORK - self._durations.get(chunk[0].name, CHUNK_WORK)
+        limit = min(MAX_CHUNK, 1 + len(self._queued) // self._concurrency)  # share the rest
+        while self._queued and len(chunk) < limit:
+            expected = self._durations.get(self._queued[0].name)
+            if expected is None or expected > budget:
+                break
+            chunk.append(self._queued.popleft())
+            budget -= expected
+        return chunk
 
-    def _measure(self, outcomes: list[Outcome]) -> None:
-        for o in outcomes:
+    def _measure(self, runs: Iterable[tuple[Assignment, Outcome]]) -> None:
+        for assignment, o in runs:
             if o.started_at is None or o.finished_at is None:
                 continue
             duration = o.finished_at - o.started_at
-            mean = self.mean_duration
-            self.mean_duration = (
-                duration if mean is None else mean + _EWMA_WEIGHT * (duration - mean)
+            self._durations[assignment.name] = _average(
+                self._durations.get(assignment.name), duration
             )
+            self.mean_duration = _average(self.mean_duration, duration)
 
     def _update_idle(self) -> None:
         if self.held:
@@ -166,3 +175,7 @@ class TaskRunner:
         for lane in self._lanes:
             lane.cancel()
         self._threads.shutdown(wait=False, cancel_futures=True)
+
+
+def _average(mean: float | None, sample: float) -> float:
+    return sample if mean is None else mean + _EWMA_WEIGHT * (sample - mean)
