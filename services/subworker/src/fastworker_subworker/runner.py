@@ -9,8 +9,10 @@ never measured, or of a slow name, never joins a chunk, so it cannot hold back t
 queued behind it: other lanes take those.
 
 The same measurement gives the prefetch hint the subworker sends the control plane: how
-many tasks beyond ``concurrency`` it wants buffered (about 5 ms of work), so short tasks
-arrive in large batches while long ones are not hoarded away from other subworkers.
+many tasks beyond ``concurrency`` it wants buffered, about 5 ms of work per slot. That
+covers the round trip in which finished slots are reported and refilled, so short tasks
+arrive in large batches and slots do not idle between them, while tasks of a second or
+more are not hoarded away from other subworkers.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from fastworker_subworker.executor import Executor
 
 CHUNK_WORK = 0.002  # seconds of sync work handed to a thread at once
 MAX_CHUNK = 64
-PREFETCH_WORK = 0.005  # seconds of work to keep buffered beyond the running tasks
+PREFETCH_WORK = 0.005  # seconds of work per slot to keep buffered beyond the running tasks
 MAX_PREFETCH = 512
 _EWMA_WEIGHT = 0.1
 
@@ -65,7 +67,8 @@ class TaskRunner:
     def prefetch_hint(self) -> int:
         if self.mean_duration is None:
             return 0
-        return min(MAX_PREFETCH, int(PREFETCH_WORK / max(self.mean_duration, 1e-6)))
+        work = self._concurrency * PREFETCH_WORK
+        return min(MAX_PREFETCH, int(work / max(self.mean_duration, 1e-6)))
 
     def submit(self, assignments: list[Assignment]) -> None:
         loop = asyncio.get_running_loop()
