@@ -44,7 +44,7 @@ class Executor:
             if task is None:
                 raise _unknown(assignment)
             value = task.fn(*assignment.args, **assignment.kwargs)
-        except Exception as exc:
+        except BaseException as exc:  # even SystemExit: on a worker thread it is just a failure
             return _failure(assignment, started, exc)
         return _success(assignment, started, value)
 

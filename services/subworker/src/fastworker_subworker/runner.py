@@ -124,7 +124,8 @@ class TaskRunner:
                     self._update_idle()
             kept = [o for o in outcomes if o.task_id not in self._abandoned]
             self._measure(zip(chunk, outcomes, strict=True))
-            self._on_finished(kept)
+            if kept:
+                self._on_finished(kept)
 
     def _run_chunk(self, chunk: list[Assignment]) -> list[Outcome]:
         return [self._executor.run_sync(assignment) for assignment in chunk]

@@ -1,0 +1,1 @@
+"""FastWorker's benchmark: ``uv run python -m bench`` (see bench/README.md)."""

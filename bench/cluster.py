@@ -1,0 +1,170 @@
+"""A FastWorker cluster for one scenario: a control plane and 0..2 subworkers, started with
+the public CLI (``python -m fastworker.cli``) on free ports, and a connected ``Client``.
+
+Topologies: ``cp`` is a control plane alone that runs tasks itself; ``cp+1sw`` and
+``cp+2sw`` are a control plane with ``--local-concurrency 0`` plus subworkers. The
+cluster is ready when ``list_workers`` shows the workers that will run tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from bench.config import CONTROL_PLANE_FLAGS, SUBWORKER_FLAGS
+from bench.procs import Proc, Supervisor, free_port_block, rss_mib
+from fastworker import Client
+
+TASK_MODULES = "bench_tasks"
+SUBWORKERS = {"cp": 0, "cp+1sw": 1, "cp+2sw": 2}
+READY_TIMEOUT = 30.0
+CLIENT_TIMEOUT = 30.0
+_POLL = 0.02
+
+
+class ClusterError(RuntimeError):
+    """A process of the cluster died, or the cluster never became ready."""
+
+
+async def wait_until(condition: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
+    """Poll ``condition`` until it holds; raise ``ClusterError`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not await condition():
+        if time.monotonic() > deadline:
+            raise ClusterError(f"timed out after {timeout:g} s waiting for {what}")
+        await asyncio.sleep(_POLL)
+
+
+@dataclass
+class Cluster:
+    supervisor: Supervisor
+    base_port: int = field(default_factory=lambda: free_port_block(6))
+    discovery_port: int = field(default_factory=lambda: free_port_block(1))
+    control_plane: Proc | None = None
+    subworkers: list[Proc] = field(default_factory=list)
+
+    @property
+    def discovery(self) -> str:
+        return f"tcp://127.0.0.1:{self.discovery_port}"
+
+    @property
+    def procs(self) -> list[Proc]:
+        head = [self.control_plane] if self.control_plane is not None else []
+        return head + self.subworkers
+
+    def start_control_plane(self, local_concurrency: int | None) -> Proc:
+        """``local_concurrency=None`` keeps the control plane's default (the CPU count)."""
+        local = [] if local_concurrency is None else ["--local-concurrency", str(local_concurrency)]
+        self.control_plane = self.supervisor.python_module(
+            "control-plane",
+            "fastworker.cli",
+            "control-plane",
+            *("--task-modules", TASK_MODULES),
+            *("--base-port", str(self.base_port)),
+            *("--discovery-port", str(self.discovery_port)),
+            *CONTROL_PLANE_FLAGS,
+            *local,
+        )
+        return self.control_plane
+
+    def start_subworker(self, concurrency: int | None) -> Proc:
+        """``concurrency=None`` keeps the subworker's default (the CPU count)."""
+        extra = [] if concurrency is None else ["--concurrency", str(concurrency)]
+        proc = self.supervisor.python_module(
+            "subworker",
+            "fastworker.cli",
+            "subworker",
+            *("--task-modules", TASK_MODULES),
+            *("--discovery-address", self.discovery),
+            *SUBWORKER_FLAGS,
+            *extra,
+        )
+        self.subworkers.append(proc)
+        return proc
+
+    @asynccontextmanager
+    async def client(self) -> AsyncIterator[Client]:
+        """A client that found the control plane; fails at once if a process died."""
+        client = Client(self.discovery, timeout=CLIENT_TIMEOUT)
+        try:
+            starting = asyncio.ensure_future(client.start())
+            try:
+                while not starting.done():
+                    self.check_alive()
+                    await asyncio.wait({starting}, timeout=_POLL)
+            finally:
+                starting.cancel()
+            await starting
+            yield client
+        finally:
+            client.stop()
+
+    def control_plane_rss_mib(self) -> float:
+        if self.control_plane is None:
+            raise ClusterError("no control plane is running")
+        return rss_mib(self.control_plane.pid)
+
+    def dead_report(self) -> str:
+        return "; ".join(p.describe_exit() for p in self.procs if not p.alive())
+
+    def check_alive(self) -> None:
+        dead = self.dead_report()
+        if dead:
+            raise ClusterError(dead)
+
+    async def wait_workers(self, client: Client, remote: int, local: bool) -> None:
+        """Wait until ``remote`` subworkers (and the embedded one, if ``local``) are
+        registered; fail at once if a process died."""
+
+        async def ready() -> bool:
+            self.check_alive()
+            workers = await client.list_workers()
+            has_local = any(w.local for w in workers)
+            return has_local == local and sum(not w.local for w in workers) >= remote
+
+        await wait_until(ready, READY_TIMEOUT, f"{remote} subworker(s) to register")
+
+    def stop(self) -> None:
+        """Subworkers first (they unregister), then the control plane."""
+        self.supervisor.stop(self.subworkers)
+        if self.control_plane is not None:
+            self.supervisor.stop([self.control_plane])
+        self.subworkers, self.control_plane = [], None
+
+
+@asynccontextmanager
+async def cluster_session(supervisor: Supervisor) -> AsyncIterator[Cluster]:
+    """A cluster with nothing started yet; whatever was started is stopped on exit, and an
+    error says which of its processes died, if any did."""
+    cluster = Cluster(supervisor)
+    try:
+        yield cluster
+    except Exception as exc:
+        dead = "" if isinstance(exc, ClusterError) else cluster.dead_report()
+        if dead:
+            raise ClusterError(f"{type(exc).__name__}: {exc} [{dead}]") from exc
+        raise
+    finally:
+        cluster.stop()
+
+
+@asynccontextmanager
+async def running_cluster(
+    supervisor: Supervisor, topology: str, worker_concurrency: int | None = None
+) -> AsyncIterator[tuple[Cluster, Client]]:
+    """A ready cluster of ``topology`` and a client connected to it; stopped on exit.
+
+    ``worker_concurrency`` is the concurrency of whatever runs tasks (the control plane's
+    local concurrency for ``cp``, each subworker's otherwise); ``None`` keeps the defaults.
+    """
+    subworkers = SUBWORKERS[topology]
+    async with cluster_session(supervisor) as cluster:
+        cluster.start_control_plane(worker_concurrency if subworkers == 0 else 0)
+        for _ in range(subworkers):
+            cluster.start_subworker(worker_concurrency)
+        async with cluster.client() as client:
+            await cluster.wait_workers(client, remote=subworkers, local=subworkers == 0)
+            yield cluster, client

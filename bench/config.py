@@ -1,0 +1,79 @@
+"""What the benchmark runs: sizes (full and smoke), topologies, the control plane flags."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SCENARIOS = ("floor", "latency", "pipelined", "batch", "io_bound", "memory")
+TOPOLOGY_SCENARIOS = ("latency", "pipelined", "batch", "io_bound")
+TOPOLOGIES = ("cp", "cp+1sw", "cp+2sw")
+
+RESULT_MAX_SIZE = 200_000  # so a 100,000-task run is not evicted before it is fetched
+SUBMIT_CHUNK = 1_000  # tasks per submit_batch call
+PIPELINE_DEPTH = 256  # delay calls in flight in `pipelined`
+IO_SLEEP_S = 0.01
+IO_CONCURRENCY = 100
+FLOOR_BATCH = 1_000  # tasks per message in floor.tasks_per_s.batched
+FLOOR_BATCHES_IN_FLIGHT = 4
+SHUTDOWN_TIMEOUT_S = 5  # how long a stopping process may drain (a stop kills after 15 s)
+COMMON_FLAGS = ["--log-level", "warning", "--shutdown-timeout", str(SHUTDOWN_TIMEOUT_S)]
+CONTROL_PLANE_FLAGS = ["--result-max-size", str(RESULT_MAX_SIZE), *COMMON_FLAGS]
+SUBWORKER_FLAGS = list(COMMON_FLAGS)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    latency: int = 2_000
+    latency_warmup: int = 100
+    pipelined: int = 20_000
+    batch: int = 100_000
+    io_bound: int = 5_000
+    memory: int = 100_000
+    floor_latency: int = 2_000
+    floor_batched: int = 500_000  # fast: fewer tasks would be measured over ~0.25 s
+    floor_single: int = 20_000
+
+
+SMOKE_SIZES = Sizes(
+    latency=200,
+    latency_warmup=20,
+    pipelined=300,
+    batch=500,
+    io_bound=200,
+    memory=500,
+    floor_latency=200,
+    floor_batched=5_000,
+    floor_single=300,
+)
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    sizes: Sizes = field(default_factory=Sizes)
+    repeats: int = 3
+    smoke: bool = False
+    only: tuple[str, ...] = SCENARIOS
+
+    def timeout_for(self, tasks: int) -> float:
+        """Seconds one measured run may take before it counts as failed (>= 200 tasks/s)."""
+        return 60.0 + tasks / 200.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "sizes": asdict(self.sizes),
+            "repeats": self.repeats,
+            "smoke": self.smoke,
+            "scenarios": list(self.only),
+            "topologies": list(TOPOLOGIES),
+            "submit_chunk": SUBMIT_CHUNK,
+            "pipeline_depth": PIPELINE_DEPTH,
+            "io_sleep_s": IO_SLEEP_S,
+            "io_concurrency": IO_CONCURRENCY,
+            "floor_batch": FLOOR_BATCH,
+            "floor_batches_in_flight": FLOOR_BATCHES_IN_FLIGHT,
+            "control_plane_flags": CONTROL_PLANE_FLAGS,
+            "subworker_flags": SUBWORKER_FLAGS,
+            "local_concurrency": {"cp": "default (CPU count)", "cp+1sw": 0, "cp+2sw": 0},
+            "io_bound_concurrency": "--local-concurrency 100 (cp), --concurrency 100 (subworkers)",
+        }

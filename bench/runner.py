@@ -1,0 +1,124 @@
+"""Runs the selected scenarios, each repeated, and collects one summary per metric key.
+
+Keys are ``scenario.metric.topology`` (``latency.p50_ms.cp+1sw``), or ``scenario.metric``
+for the topology-independent ones (``memory.rss_mb.idle``, ``floor.tasks_per_s.single``).
+A scenario that fails records ``{"error": ...}`` under each of its keys and the run goes
+on; only cancellation (Ctrl-C) stops it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.cluster import running_cluster
+from bench.config import TOPOLOGIES, BenchConfig
+from bench.floor import FLOOR_UNITS, floor_session, measure_floor
+from bench.memory import MEMORY_UNITS, measure_memory
+from bench.procs import Supervisor
+from bench.report import fmt
+from bench.scenarios import SCENARIOS, Run, Scenario
+from bench.stats import summarize
+from fastworker import FastWorkerError
+
+Collected = dict[str, list[float]]
+
+
+class ScenarioTimeout(RuntimeError):
+    pass
+
+
+async def within(awaitable: Awaitable[dict[str, float]], timeout: float) -> dict[str, float]:
+    """``awaitable``'s result, or ``ScenarioTimeout`` after ``timeout`` seconds."""
+    try:
+        return await asyncio.wait_for(awaitable, timeout)
+    except TimeoutError as exc:
+        if isinstance(exc, FastWorkerError):  # the SDK's own Timeout: a real error
+            raise
+        raise ScenarioTimeout(f"did not finish within {timeout:g} s") from None
+
+
+@dataclass
+class Runner:
+    config: BenchConfig
+    supervisor: Supervisor
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _started: float = field(default_factory=time.monotonic)
+
+    async def run(self) -> dict[str, dict[str, Any]]:
+        for name in self.config.only:
+            if name == "floor":
+                await self._record(FLOOR_UNITS, "floor.{}", self._floor)
+            elif name == "memory":
+                await self._record(MEMORY_UNITS, "memory.{}", self._memory)
+            else:
+                for topology in TOPOLOGIES:
+                    await self._topology(SCENARIOS[name], topology)
+        return self.results
+
+    async def _topology(self, scenario: Scenario, topology: str) -> None:
+        async def body() -> Collected:
+            async with running_cluster(self.supervisor, topology, scenario.worker_concurrency) as (
+                _,
+                client,
+            ):
+                run = Run(client, self.config.sizes, topology, self._timeout(scenario))
+                label = f"{scenario.name} {topology}"
+                return await self._repeat(label, lambda: within(scenario.measure(run), run.timeout))
+
+        await self._record(scenario.units, f"{scenario.name}.{{}}.{topology}", body)
+
+    def _timeout(self, scenario: Scenario) -> float:
+        return self.config.timeout_for(scenario.tasks(self.config.sizes))
+
+    async def _floor(self) -> Collected:
+        s = self.config.sizes
+        timeout = self.config.timeout_for(
+            s.floor_latency + s.latency_warmup + s.floor_batched + s.floor_single
+        )
+        async with floor_session(self.supervisor) as client:
+            return await self._repeat("floor", lambda: within(measure_floor(client, s), timeout))
+
+    async def _memory(self) -> Collected:
+        tasks = self.config.sizes.memory
+        timeout = self.config.timeout_for(tasks)
+        metrics = await within(measure_memory(self.supervisor, tasks, timeout), 2 * timeout)
+        self._progress("memory", metrics)
+        return {k: [v] for k, v in metrics.items()}
+
+    async def _repeat(
+        self, label: str, once: Callable[[], Awaitable[dict[str, float]]]
+    ) -> Collected:
+        collected: Collected = {}
+        repeats = self.config.repeats
+        for i in range(repeats):
+            metrics = await once()
+            self._progress(f"{label} {i + 1}/{repeats}", metrics)
+            for metric, value in metrics.items():
+                collected.setdefault(metric, []).append(value)
+        return collected
+
+    async def _record(
+        self, units: dict[str, str], key: str, body: Callable[[], Awaitable[Collected]]
+    ) -> None:
+        try:
+            collected = await body()
+        except Exception as exc:  # recorded as this scenario's outcome; the run goes on
+            message = f"{type(exc).__name__}: {exc}"
+            self._say(f"{key.format('*')} FAILED: {message}")
+            for metric in units:
+                self.results[key.format(metric)] = {"error": message}
+            return
+        for metric, unit in units.items():
+            self.results[key.format(metric)] = summarize(collected[metric], unit)
+
+    def _progress(self, label: str, metrics: dict[str, float]) -> None:
+        shown = ", ".join(f"{k}={fmt(v)}" for k, v in metrics.items())
+        self._say(f"{label}: {shown}")
+
+    def _say(self, line: str) -> None:
+        print(f"[{time.monotonic() - self._started:7.1f} s] {line}", file=sys.stderr, flush=True)
