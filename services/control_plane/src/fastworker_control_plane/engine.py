@@ -77,8 +77,12 @@ class Engine:
             self._worker_pipes[worker_id] = pipe_id
 
     async def fetch(self, worker_id: str, wait: float, prefetch: int = 0) -> list[Assignment]:
-        """Hold until dispatch hands this worker tasks, or ``wait`` seconds pass."""
-        self.board.touch(worker_id, self.clock()).set_prefetch(prefetch)
+        """Hold until dispatch hands this worker tasks, or ``wait`` seconds pass; a
+        draining worker is answered at once (it only reports)."""
+        slot = self.board.touch(worker_id, self.clock())
+        slot.set_prefetch(prefetch)
+        if not slot.accepts_work:
+            return []
         previous = self._fetches.pop(worker_id, None)
         if previous is not None and not previous.done():
             previous.set_result([])

@@ -179,12 +179,15 @@ class Register(Message, tag="register"):
 class Fetch(Message, tag="fetch"):
     """Ask for work; held up to ``wait`` seconds when there is none. Doubles as heartbeat.
 
-    ``prefetch`` is how many tasks beyond its concurrency the worker wants buffered.
+    ``prefetch`` is how many tasks beyond its concurrency the worker wants buffered;
+    ``started`` and ``outcomes`` report as ``Report`` does, before the fetch is held.
     """
 
     worker_id: str
     wait: float
     prefetch: int = 0
+    started: list[str] = []
+    outcomes: list[Outcome] = []
 
 
 class Report(Message, tag="report"):

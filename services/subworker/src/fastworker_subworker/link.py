@@ -38,8 +38,16 @@ class ControlPlaneLink:
         )
         return await self._channel.request(message, Registered, self._timeout)
 
-    async def fetch(self, wait: float, prefetch: int) -> list[Assignment]:
-        message = Fetch(worker_id=self.worker_id, wait=wait, prefetch=prefetch)
+    async def fetch(
+        self, wait: float, prefetch: int, started: list[str], outcomes: list[Outcome]
+    ) -> list[Assignment]:
+        message = Fetch(
+            worker_id=self.worker_id,
+            wait=wait,
+            prefetch=prefetch,
+            started=started,
+            outcomes=outcomes,
+        )
         reply = await self._channel.request(message, Assign, wait + _MARGIN)
         return reply.tasks
 

@@ -27,16 +27,15 @@ from fastworker_protocol import (
     DEFAULT_DISCOVERY_ADDRESS,
     DEFAULT_MAX_MESSAGE_SIZE,
     Codec,
-    ErrorCode,
     Outcome,
     TaskError,
     WorkerEvent,
     WorkerState,
     next_worker_state,
 )
+from fastworker_subworker.exchange import Exchange, Outbox
 from fastworker_subworker.executor import Executor
 from fastworker_subworker.link import ControlPlaneLink
-from fastworker_subworker.reporter import Reporter
 from fastworker_subworker.runner import TaskRunner
 
 log = structlog.get_logger(__name__)
@@ -81,7 +80,7 @@ class Subworker:
         self._instance_id: str | None = None
         self._address: str | None = registration_address
         self._link: ControlPlaneLink | None = None
-        self._reporter = Reporter(self._link_report, self._mark_unregistered)
+        self._outbox = Outbox()
         self._runner: TaskRunner | None = None
 
     # --- control -------------------------------------------------------------------------
@@ -114,10 +113,13 @@ class Subworker:
         runner = TaskRunner(
             Executor(self.registry),
             self.config.concurrency,
-            self._reporter.started,
-            self._reporter.finished,
+            self._outbox.started,
+            self._outbox.finished,
         )
         self._runner = runner
+        exchange = Exchange(
+            self._outbox, runner, self.config.fetch_wait, self._mark_unregistered, self._pause
+        )
         background: list[asyncio.Task[None]] = []
         try:
             self._address = self._fixed_address or await self._locate(discovery)
@@ -126,11 +128,13 @@ class Subworker:
                     self._address, self._codec, self.worker_id, self.config.request_timeout
                 )
                 if await self._register():
-                    await self._serve(runner, discovery, background)
+                    exchange.link = self._link
+                    await self._serve(runner, exchange, discovery, background)
         finally:
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
+            exchange.close()
             runner.shutdown()
             if self._link is not None:
                 self._link.close()
@@ -144,6 +148,7 @@ class Subworker:
     async def _serve(
         self,
         runner: TaskRunner,
+        exchange: Exchange,
         discovery: DiscoveryPeer | None,
         background: list[asyncio.Task[None]],
     ) -> None:
@@ -152,21 +157,23 @@ class Subworker:
         self._advance(WorkerEvent.READY)
         self._ready.set()
         loop = asyncio.get_running_loop()
-        background.append(loop.create_task(self._reporter.run()))
         if discovery is not None:
             background.append(loop.create_task(self._watch(discovery)))
-        fetching = loop.create_task(self._fetch_loop(runner))
+        exchanging = loop.create_task(
+            exchange.run(self._stop_requested, hold=True, ready=self._registered)
+        )
         stopping = loop.create_task(self._stop_requested.wait())
-        await asyncio.wait([fetching, stopping], return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait([exchanging, stopping], return_when=asyncio.FIRST_COMPLETED)
         stopping.cancel()
         await asyncio.gather(stopping, return_exceptions=True)
         self._advance(WorkerEvent.DRAIN)
-        if fetching.done() and not fetching.cancelled() and fetching.exception():
-            log.error("fetch loop failed; draining", exc_info=fetching.exception())
-        await self._drain(fetching, runner)
+        if exchanging.done() and not exchanging.cancelled() and exchanging.exception():
+            log.error("exchange failed; draining", exc_info=exchanging.exception())
+        await asyncio.gather(exchanging, return_exceptions=True)
+        await self._drain(runner, exchange)
         self._advance(WorkerEvent.STOP)
         if self._link.connected:
-            await self._reporter.flush(_GOODBYE_TIMEOUT)
+            await exchange.settle(_GOODBYE_TIMEOUT)
             with contextlib.suppress(ControlPlaneUnavailable, Timeout, RequestRejected):
                 await self._link.unregister(_GOODBYE_TIMEOUT)
 
@@ -211,30 +218,9 @@ class Subworker:
             return True
         return False
 
-    async def _fetch_loop(self, runner: TaskRunner) -> None:
-        assert self._link is not None
-        while not self._stop_requested.is_set():
-            if self._needs_register and not await self._register():
-                return
-            # Never abandon a held fetch: tasks the control plane puts in its reply would be
-            # lost to this worker while the control plane counts them as in flight here.
-            try:
-                assignments = await self._link.fetch(self.config.fetch_wait, runner.prefetch_hint())
-            except RequestRejected as exc:
-                if exc.code == ErrorCode.UNKNOWN_WORKER:
-                    self._needs_register = True
-                else:
-                    log.error("fetch rejected", code=exc.code, error=exc.message)
-                    await self._pause()
-                continue
-            except (ControlPlaneUnavailable, Timeout):
-                await self._pause()
-                continue
-            runner.submit(assignments)
-
-    async def _link_report(self, started: list[str], outcomes: list[Outcome]) -> None:
-        assert self._link is not None
-        await self._link.report(started, outcomes)
+    async def _registered(self) -> bool:
+        """Register again first if the control plane has forgotten this worker."""
+        return not self._needs_register or await self._register()
 
     def _mark_unregistered(self) -> None:
         self._needs_register = True
@@ -247,23 +233,30 @@ class Subworker:
                 self._address = announce.registration
                 self._needs_register = True
 
-    async def _drain(self, fetching: asyncio.Task[None], runner: TaskRunner) -> None:
-        """Stop taking work, give held tasks ``shutdown_timeout``, hand back the rest."""
+    async def _drain(self, runner: TaskRunner, exchange: Exchange) -> None:
+        """Stop taking work, give held tasks ``shutdown_timeout`` while reporting what
+        finishes, then hand back the rest."""
         assert self._link is not None
         if self._link.connected:
             with contextlib.suppress(ControlPlaneUnavailable, Timeout, RequestRejected):
                 await self._link.drain(_GOODBYE_TIMEOUT)
-            # The control plane answers a draining worker's held fetch at once; tasks in
-            # that reply run like the others. Never cancel it early: they would be lost.
-            await asyncio.wait([fetching], timeout=self.config.fetch_wait + _GOODBYE_TIMEOUT)
-        if not fetching.done():
-            fetching.cancel()
-        await asyncio.gather(fetching, return_exceptions=True)
+        # The control plane answers a draining worker's fetches at once, so outstanding
+        # ones come back (with any tasks dispatched just before: they run like the others).
+        await exchange.settle(self.config.fetch_wait + _GOODBYE_TIMEOUT)
         if runner.held:
             log.info("draining", in_flight=runner.held, timeout=self.config.shutdown_timeout)
-        for task_id in await runner.drain(self.config.shutdown_timeout):
+        drained = asyncio.Event()
+        reporting = asyncio.get_running_loop().create_task(
+            exchange.run(drained, hold=False, ready=self._registered)
+        )
+        try:
+            unfinished = await runner.drain(self.config.shutdown_timeout)
+        finally:
+            drained.set()
+            await asyncio.gather(reporting, return_exceptions=True)
+        for task_id in unfinished:
             log.warning("task interrupted by shutdown", task_id=task_id)
-            self._reporter.finished([_interrupted(task_id)])
+        self._outbox.finished([_interrupted(task_id) for task_id in unfinished])
 
     async def _pause(self) -> None:
         with contextlib.suppress(asyncio.TimeoutError):

@@ -35,6 +35,8 @@ class RegistrationHandler:
         match message:
             case Fetch(worker_id=worker_id, wait=wait, prefetch=prefetch):
                 engine.seen(worker_id, pipe_id)
+                if message.started or message.outcomes:
+                    engine.report(worker_id, message.started, message.outcomes)
                 tasks = await engine.fetch(worker_id, min(wait, MAX_FETCH_WAIT), prefetch)
                 return Assign(tasks=tasks)
             case Report(worker_id=worker_id, started=started, outcomes=outcomes):
