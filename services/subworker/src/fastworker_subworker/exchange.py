@@ -163,8 +163,9 @@ class Exchange:
                     outcomes = outcomes[:half]
                 elif outcomes:
                     outcomes = [_too_large(outcomes[0], exc)]
-                else:
-                    raise
+                else:  # only started ids, and too many of them: they are only a courtesy
+                    log.error("started notices dropped", count=len(started), error=str(exc))
+                    started = []
                 continue
             except RequestRejected as exc:
                 if exc.code == ErrorCode.UNKNOWN_WORKER:
