@@ -13,7 +13,6 @@ from fastworker_protocol import (
     Outcome,
     Register,
     Registered,
-    Report,
     TaskSignature,
     Unregister,
 )
@@ -50,10 +49,6 @@ class ControlPlaneLink:
         )
         reply = await self._channel.request(message, Assign, wait + _MARGIN)
         return reply.tasks
-
-    async def report(self, started: list[str], outcomes: list[Outcome]) -> None:
-        message = Report(worker_id=self.worker_id, started=started, outcomes=outcomes)
-        await self._channel.request(message, Ack, self._timeout)
 
     async def drain(self, timeout: float) -> None:
         await self._channel.request(Drain(worker_id=self.worker_id), Ack, timeout)
