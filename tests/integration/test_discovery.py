@@ -6,7 +6,7 @@ import asyncio
 import time
 
 import pynng
-from harness import Cluster, wait_until
+from harness import Cluster, free_port_block, wait_until
 
 from fastworker import Client
 from fastworker_protocol import Announce, Codec, Probe
@@ -93,3 +93,18 @@ async def test_a_client_finds_the_control_plane_by_discovery_or_by_address(
         assert (await by_discovery.submit_task("add", args=(1, 2))).result == 3
     async with Client(address=f"tcp://127.0.0.1:{cluster.base_port}", timeout=10) as direct:
         assert (await direct.submit_task("add", args=(2, 2))).result == 4
+
+
+async def test_a_subworker_follows_a_control_plane_that_moved_to_other_ports(
+    cluster: Cluster,
+) -> None:
+    first = cluster.control_plane(local_concurrency=0)
+    worker = cluster.subworker()
+    async with cluster.client() as client:
+        await cluster.workers(client, 1)
+    first.stop()
+    cluster.base_port = free_port_block(6)  # same discovery address, new submission ports
+    cluster.control_plane(local_concurrency=0)
+    async with cluster.client() as client:
+        result = await client.submit_task("nap", args=(0,), timeout=15)
+    assert result.result["pid"] == worker.pid

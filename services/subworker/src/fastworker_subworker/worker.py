@@ -82,6 +82,7 @@ class Subworker:
         self._link: ControlPlaneLink | None = None
         self._outbox = Outbox()
         self._runner: TaskRunner | None = None
+        self._exchange: Exchange | None = None
 
     # --- control -------------------------------------------------------------------------
 
@@ -120,6 +121,7 @@ class Subworker:
         exchange = Exchange(
             self._outbox, runner, self.config.fetch_wait, self._mark_unregistered, self._pause
         )
+        self._exchange = exchange
         background: list[asyncio.Task[None]] = []
         try:
             self._address = self._fixed_address or await self._locate(discovery)
@@ -128,7 +130,6 @@ class Subworker:
                     self._address, self._codec, self.worker_id, self.config.request_timeout
                 )
                 if await self._register():
-                    exchange.link = self._link
                     await self._serve(runner, exchange, discovery, background)
         finally:
             for task in background:
@@ -196,6 +197,8 @@ class Subworker:
             self._link = ControlPlaneLink(
                 self._address, self._codec, self.worker_id, self.config.request_timeout
             )
+        if self._exchange is not None:
+            self._exchange.link = self._link
         signatures = [t.signature() for t in self.registry]
         while not self._stop_requested.is_set():
             try:
@@ -232,6 +235,8 @@ class Subworker:
                 log.info("new control plane instance", instance=announce.instance_id)
                 self._address = announce.registration
                 self._needs_register = True
+                if self._link is not None and self._link.address != self._address:
+                    self._link.close()  # requests to the old address fail now, not on timeout
 
     async def _drain(self, runner: TaskRunner, exchange: Exchange) -> None:
         """Stop taking work, give held tasks ``shutdown_timeout`` while reporting what
