@@ -245,9 +245,9 @@ class Subworker:
         if self._link.connected:
             with contextlib.suppress(ControlPlaneUnavailable, Timeout, RequestRejected):
                 await self._link.drain(_GOODBYE_TIMEOUT)
-        # The control plane answers a draining worker's fetches at once, so outstanding
-        # ones come back (with any tasks dispatched just before: they run like the others).
-        await exchange.settle(self.config.fetch_wait + _GOODBYE_TIMEOUT)
+            # The control plane answers a draining worker's fetches at once, so outstanding
+            # ones come back (with any tasks dispatched just before: they run like the others).
+            await exchange.settle(self.config.fetch_wait + _GOODBYE_TIMEOUT)
         if runner.held:
             log.info("draining", in_flight=runner.held, timeout=self.config.shutdown_timeout)
         drained = asyncio.Event()
