@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from fastworker_control_plane.servers.waiters import CompletionWaiters
+from fastworker_control_plane.waiters import CompletionWaiters
 from fastworker_protocol import TaskResult, TaskState
 
 

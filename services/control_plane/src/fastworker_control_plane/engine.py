@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 import structlog
 
 from fastworker_control_plane.core.board import Rejected, TaskBoard
-from fastworker_control_plane.servers.waiters import CompletionWaiters
+from fastworker_control_plane.waiters import CompletionWaiters
 from fastworker_protocol import Assignment, ErrorCode, Outcome, Priority, TaskResult, TaskSpec
 
 log = structlog.get_logger(__name__)
