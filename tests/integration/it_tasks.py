@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from pathlib import Path
 
 from fastworker import task
 
@@ -46,3 +47,25 @@ def unsendable() -> object:
 @task
 def text_of(size: int) -> str:
     return "x" * size
+
+
+def _bump(path: str) -> int:
+    """Count calls in a file, so a test can see how many times a task ran."""
+    counter = Path(path)
+    count = int(counter.read_text() or "0") + 1 if counter.exists() else 1
+    counter.write_text(str(count))
+    return count
+
+
+@task(max_retries=3, retry_backoff=0.05)
+def flaky(path: str, succeed_on: int) -> int:
+    count = _bump(path)
+    if count < succeed_on:
+        raise RuntimeError(f"failure number {count}")
+    return count
+
+
+@task(max_retries=3, retry_backoff=0.01, retry_on=(KeyError,))
+def picky(path: str) -> None:
+    _bump(path)
+    raise ValueError("not a KeyError, so not retried")

@@ -135,7 +135,7 @@ def test_decode_as_rejects_a_reply_of_another_type_as_invalid() -> None:
 
 
 def test_unknown_fields_inside_nested_records_are_ignored() -> None:
-    frame = {"op": "submit", "tasks": [{"name": "t", "eta": 9}], "trace": {"a": 1}}
+    frame = {"op": "submit", "tasks": [{"name": "t", "colour": "red"}], "trace": {"a": 1}}
     decoded = CODEC.decode(msgspec.msgpack.encode(frame))
     assert decoded == fp.Submit(tasks=[fp.TaskSpec(name="t")])
 

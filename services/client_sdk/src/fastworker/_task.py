@@ -24,6 +24,10 @@ class Task(Generic[P, R]):
     fn: Callable[P, R]
     name: str
     priority: Priority = Priority.NORMAL
+    max_retries: int = 0
+    retry_backoff: float = 1.0
+    retry_backoff_max: float = 600.0
+    retry_on: tuple[type[BaseException], ...] = ()
 
     @property
     def is_async(self) -> bool:
@@ -38,7 +42,14 @@ class Task(Generic[P, R]):
             Param(name=p.name, kind=p.kind.name, has_default=p.default is not p.empty)
             for p in inspect.signature(self.fn).parameters.values()
         ]
-        return TaskSignature(name=self.name, params=params)
+        return TaskSignature(
+            name=self.name,
+            params=params,
+            max_retries=self.max_retries,
+            retry_backoff=self.retry_backoff,
+            retry_backoff_max=self.retry_backoff_max,
+            retry_on=[e.__name__ for e in self.retry_on],
+        )
 
 
 @dataclass
@@ -81,6 +92,10 @@ def task(
     *,
     name: str | None = None,
     priority: Priority | str = Priority.NORMAL,
+    max_retries: int = 0,
+    retry_backoff: float = 1.0,
+    retry_backoff_max: float = 600.0,
+    retry_on: tuple[type[BaseException], ...] = (),
     registry: TaskRegistry | None = None,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
@@ -91,15 +106,32 @@ def task(
     *,
     name: str | None = None,
     priority: Priority | str = Priority.NORMAL,
+    max_retries: int = 0,
+    retry_backoff: float = 1.0,
+    retry_backoff_max: float = 600.0,
+    retry_on: tuple[type[BaseException], ...] = (),
     registry: TaskRegistry | None = None,
 ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
     """Register a function (sync or async) as a task, by default under its ``__name__``.
 
     ``priority`` is the default priority clients use when they submit by this object.
+    A failure is retried up to ``max_retries`` times (only for the exception types in
+    ``retry_on``, matched by class name, when it is given), waiting a random time up to
+    ``min(retry_backoff_max, retry_backoff * 2 ** (retry - 1))`` seconds before each retry.
     """
 
     def register(f: Callable[P, R]) -> Task[P, R]:
-        t = Task(fn=f, name=name or f.__name__, priority=Priority.parse(priority))
+        if max_retries < 0 or retry_backoff < 0 or retry_backoff_max < 0:
+            raise ValueError("max_retries and the retry backoffs cannot be negative")
+        t = Task(
+            fn=f,
+            name=name or f.__name__,
+            priority=Priority.parse(priority),
+            max_retries=max_retries,
+            retry_backoff=retry_backoff,
+            retry_backoff_max=retry_backoff_max,
+            retry_on=tuple(retry_on),
+        )
         (registry if registry is not None else default_registry).add(t)
         return t
 

@@ -8,10 +8,12 @@ in flight at once; each is a separate NNG context.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -149,10 +151,22 @@ class Client:
     # --- submitting -----------------------------------------------------------------------
 
     async def delay(
-        self, task: TaskRef, *args: Any, priority: Priority | str | None = None, **kwargs: Any
+        self,
+        task: TaskRef,
+        *args: Any,
+        priority: Priority | str | None = None,
+        countdown: float | None = None,
+        eta: datetime | float | None = None,
+        **kwargs: Any,
     ) -> str:
-        """Queue a task and return its id without waiting for it to run."""
-        return await self.apply_async(task, args, kwargs, priority=priority)
+        """Queue a task and return its id without waiting for it to run.
+
+        ``countdown`` (seconds from now) or ``eta`` (a datetime, or Unix seconds) delay it;
+        ``priority``, ``countdown`` and ``eta`` are therefore not passed to the task.
+        """
+        return await self.apply_async(
+            task, args, kwargs, priority=priority, countdown=countdown, eta=eta
+        )
 
     async def apply_async(
         self,
@@ -162,10 +176,14 @@ class Client:
         *,
         priority: Priority | str | None = None,
         task_id: str | None = None,
+        countdown: float | None = None,
+        eta: datetime | float | None = None,
+        max_retries: int | None = None,
     ) -> str:
-        """Queue a task; ``task_id`` makes the call idempotent across your own retries."""
+        """Queue a task; ``task_id`` makes the call idempotent across your own retries,
+        ``countdown``/``eta`` delay it, ``max_retries`` overrides the task's own."""
         self._require_started()
-        spec = _spec(task, args, kwargs, task_id)
+        spec = _spec(task, args, kwargs, task_id, eta=_eta(countdown, eta), max_retries=max_retries)
         return await self._coalescers[_priority(task, priority)].submit(spec)
 
     async def submit_task(
@@ -367,12 +385,34 @@ def announce_from_base(address: str) -> Announce:
 
 
 def _spec(
-    task: TaskRef, args: Sequence[Any], kwargs: Mapping[str, Any] | None, task_id: str | None
+    task: TaskRef,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any] | None,
+    task_id: str | None,
+    *,
+    eta: float | None = None,
+    max_retries: int | None = None,
 ) -> TaskSpec:
     name = task if isinstance(task, str) else task.name
     return TaskSpec(
-        name=name, id=task_id or uuid.uuid4().hex, args=list(args), kwargs=dict(kwargs or {})
+        name=name,
+        id=task_id or uuid.uuid4().hex,
+        args=list(args),
+        kwargs=dict(kwargs or {}),
+        eta=eta,
+        max_retries=max_retries,
     )
+
+
+def _eta(countdown: float | None, eta: datetime | float | None) -> float | None:
+    """The Unix time a delayed task is due, from a countdown or an ETA (naive = UTC)."""
+    if countdown is not None and eta is not None:
+        raise ValueError("give countdown or eta, not both")
+    if countdown is not None:
+        return time.time() + countdown
+    if isinstance(eta, datetime):
+        return (eta if eta.tzinfo else eta.replace(tzinfo=UTC)).timestamp()
+    return eta
 
 
 def _priority(task: TaskRef, priority: Priority | str | None) -> Priority:

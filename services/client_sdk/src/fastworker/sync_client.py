@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -82,9 +83,19 @@ class SyncClient:
         self.stop()
 
     def delay(
-        self, task: TaskRef, *args: Any, priority: Priority | str | None = None, **kwargs: Any
+        self,
+        task: TaskRef,
+        *args: Any,
+        priority: Priority | str | None = None,
+        countdown: float | None = None,
+        eta: datetime | float | None = None,
+        **kwargs: Any,
     ) -> str:
-        return self._run(self._client.delay(task, *args, priority=priority, **kwargs))
+        return self._run(
+            self._client.delay(
+                task, *args, priority=priority, countdown=countdown, eta=eta, **kwargs
+            )
+        )
 
     def apply_async(
         self,
@@ -94,9 +105,21 @@ class SyncClient:
         *,
         priority: Priority | str | None = None,
         task_id: str | None = None,
+        countdown: float | None = None,
+        eta: datetime | float | None = None,
+        max_retries: int | None = None,
     ) -> str:
         return self._run(
-            self._client.apply_async(task, args, kwargs, priority=priority, task_id=task_id)
+            self._client.apply_async(
+                task,
+                args,
+                kwargs,
+                priority=priority,
+                task_id=task_id,
+                countdown=countdown,
+                eta=eta,
+                max_retries=max_retries,
+            )
         )
 
     def submit_task(

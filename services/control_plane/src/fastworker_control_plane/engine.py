@@ -33,6 +33,8 @@ class Engine:
         self._fetches: dict[str, asyncio.Future[list[Assignment]]] = {}
         self._worker_pipes: dict[str, int] = {}
         self._dispatch_scheduled = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_due: float | None = None
         self.accepting = True
 
     # --- clients -------------------------------------------------------------------------
@@ -40,6 +42,7 @@ class Engine:
     def submit(self, specs: Sequence[TaskSpec], priority: Priority) -> list[str]:
         ids = self.board.submit(specs, priority, self.clock())
         self.kick()
+        self._arm_timer()
         return ids
 
     def submit_each(
@@ -47,6 +50,7 @@ class Engine:
     ) -> tuple[list[str], list[Rejected]]:
         ids, rejected = self.board.submit_each(specs, priority, self.clock())
         self.kick()
+        self._arm_timer()
         return ids, rejected
 
     def lookup(self, task_id: str) -> TaskResult | None:
@@ -114,6 +118,7 @@ class Engine:
     def report(self, worker_id: str, started: Iterable[str], outcomes: Iterable[Outcome]) -> None:
         self.finished(self.board.report(worker_id, started, outcomes, self.clock()))
         self.kick()
+        self._arm_timer()
 
     def remove_worker(self, worker_id: str, reason: str) -> None:
         if self.board.workers.get(worker_id) is None:
@@ -155,12 +160,32 @@ class Engine:
         for worker_id, tasks in self.board.dispatch(ready).items():
             self._fetches.pop(worker_id).set_result(tasks)
 
+    def _arm_timer(self) -> None:
+        """Wake up when the earliest delayed or retrying task is due (the upkeep loop's
+        once-a-second release is the fallback)."""
+        due = self.board.schedule.next_due()
+        if due is None or (self._timer_due is not None and self._timer_due <= due):
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        delay = max(0.0, due - self.clock())
+        self._timer = asyncio.get_running_loop().call_later(delay, self._release_due)
+        self._timer_due = due
+
+    def _release_due(self) -> None:
+        self._timer, self._timer_due = None, None
+        if self.board.release_due(self.clock()):
+            self.kick()
+        self._arm_timer()
+
     def maintain(self, *, sweep: bool = True) -> None:
         """Periodic upkeep: drop silent subworkers and (if ``sweep``) expired results.
 
         A worker whose fetch is being held is not silent: it is waiting on us.
         """
         now = self.clock()
+        if self.board.release_due(now):
+            self.kick()
         if sweep:
             self.board.results.sweep(now)
         for worker_id in self._fetches:
@@ -176,6 +201,8 @@ class Engine:
     def close(self) -> None:
         """Stop taking work and answer every held request now."""
         self.accepting = False
+        if self._timer is not None:
+            self._timer.cancel()
         self.waiters.release_all()
         for future in self._fetches.values():
             if not future.done():

@@ -40,13 +40,18 @@ class Message(Record, tag_field="op", kw_only=True):
 
 
 class TaskSpec(Record):
-    """A task as submitted. An empty ``id`` asks the control plane to assign one."""
+    """A task as submitted. An empty ``id`` asks the control plane to assign one.
+
+    ``eta`` (Unix seconds) delays it; ``max_retries`` overrides the task's own setting.
+    """
 
     name: str
     id: str = ""
     args: list[Any] = []
     kwargs: dict[str, Any] = {}
     headers: dict[str, str] = {}
+    eta: float | None = None
+    max_retries: int | None = None
 
 
 class Assignment(Record):
@@ -83,6 +88,8 @@ class TaskResult(Record):
     submitted_at: float | None = None
     started_at: float | None = None
     finished_at: float | None = None
+    eta: float | None = None
+    attempt_errors: list[TaskError] = []
 
 
 class Param(Record):
@@ -94,8 +101,19 @@ class Param(Record):
 
 
 class TaskSignature(Record):
+    """A task as a subworker registers it: parameters, and how failures are retried.
+
+    A failed attempt is retried up to ``max_retries`` times, after a delay drawn
+    uniformly from ``[0, min(retry_backoff_max, retry_backoff * 2 ** (retry - 1))]``
+    (exponential backoff, full jitter), if its error type is in ``retry_on`` (empty: any).
+    """
+
     name: str
     params: list[Param] = []
+    max_retries: int = 0
+    retry_backoff: float = 1.0
+    retry_backoff_max: float = 600.0
+    retry_on: list[str] = []
 
 
 class Outcome(Record):

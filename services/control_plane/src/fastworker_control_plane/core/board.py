@@ -7,6 +7,7 @@ it returns. Final results leave the board's task table for the result cache.
 
 from __future__ import annotations
 
+import random
 import uuid
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ from fastworker_control_plane.core.dispatch_policy import least_loaded
 from fastworker_control_plane.core.queues import PriorityQueues
 from fastworker_control_plane.core.records import TaskRecord
 from fastworker_control_plane.core.result_cache import DEFAULT_MAX_SIZE, DEFAULT_TTL, ResultCache
+from fastworker_control_plane.core.retry_policy import RetryPolicy, Uniform
+from fastworker_control_plane.core.schedule import Schedule
 from fastworker_control_plane.core.workers import WorkerRegistry, WorkerSlot
 from fastworker_protocol import (
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -50,6 +53,7 @@ def _size(spec: TaskSpec) -> int:
 
 
 _HELD = (TaskState.ASSIGNED, TaskState.RUNNING)
+_WAITING_FOR_TIME = (TaskState.SCHEDULED, TaskState.RETRYING)
 
 
 class Rejected(Exception):
@@ -79,9 +83,14 @@ class BoardConfig:
 
 
 class TaskBoard:
-    def __init__(self, config: BoardConfig | None = None) -> None:
+    def __init__(
+        self, config: BoardConfig | None = None, uniform: Uniform = random.uniform
+    ) -> None:
         self.config = config or BoardConfig()
         self.queues = PriorityQueues()
+        self.schedule = Schedule()
+        self._uniform = uniform
+        self._policies: dict[str, RetryPolicy] = {}
         self.workers = WorkerRegistry()
         self.results: ResultCache[TaskResult] = ResultCache(
             self.config.result_max_size, self.config.result_ttl
@@ -146,17 +155,36 @@ class TaskBoard:
             return task_id
         record = TaskRecord.from_spec(spec, priority, now, size)
         record.id = task_id
-        record.apply(TaskEvent.ENQUEUE)
         self._tasks[task_id] = record
-        self.queues.push(task_id, priority)
+        if spec.eta is not None and spec.eta > now:
+            record.apply(TaskEvent.SCHEDULE)
+            self.schedule.push(spec.eta, task_id)
+        else:
+            record.apply(TaskEvent.ENQUEUE)
+            self.queues.push(task_id, priority)
         return task_id
+
+    def release_due(self, now: float) -> int:
+        """Queue every delayed or retrying task whose time has come; returns how many."""
+        due = self.schedule.pop_due(now, self._is_waiting_for_time)
+        for task_id in due:
+            record = self._tasks[task_id]
+            record.apply(TaskEvent.DUE)
+            self.queues.push(task_id, record.priority)
+        return len(due)
+
+    def _is_waiting_for_time(self, task_id: str) -> bool:
+        record = self._tasks.get(task_id)
+        return record is not None and record.state in _WAITING_FOR_TIME
 
     def learn_tasks(self, signatures: Iterable[TaskSignature]) -> None:
         """Accept submissions of these tasks even before a subworker that runs them joins."""
+        signatures = list(signatures)
         try:
             self._checkers.update({s.name: ArgumentChecker(s) for s in signatures})
         except (ValueError, TypeError) as exc:
             raise Rejected(ErrorCode.INVALID_MESSAGE, f"bad task signature: {exc}") from None
+        self._policies.update({s.name: RetryPolicy.of(s) for s in signatures})
 
     def known_task_names(self) -> list[str]:
         return sorted(self._checkers)
@@ -296,8 +324,26 @@ class TaskBoard:
         if outcome.ok:
             record.result = outcome.result
             return self._finish(record, TaskEvent.SUCCEED, now)
-        record.error = outcome.error or TaskError(type="Error", message="unknown failure")
+        error = outcome.error or TaskError(type="Error", message="unknown failure")
+        policy = self._policies.get(record.name, RetryPolicy())
+        if policy.retries(error, record.retries, record.max_retries):
+            self._retry(record, error, policy, now)
+            return None
+        if record.attempt_errors:
+            record.attempt_errors.append(error)
+            error = _summarized(error, record.attempt_errors)
+        record.error = error
         return self._finish(record, TaskEvent.FAIL, now)
+
+    def _retry(self, record: TaskRecord, error: TaskError, policy: RetryPolicy, now: float) -> None:
+        """FAILURE -> RETRYING in one step; queued again when the backoff is over."""
+        record.attempt_errors.append(error)
+        record.apply(TaskEvent.FAIL)
+        record.apply(TaskEvent.RETRY)
+        record.retries += 1
+        record.worker_id = None
+        record.started_at = None
+        self.schedule.push(now + policy.delay(record.retries, self._uniform), record.id)
 
     def _held_by(self, task_id: str, worker_id: str) -> TaskRecord | None:
         record = self._tasks.get(task_id)
@@ -306,10 +352,11 @@ class TaskBoard:
         return record
 
     def _redeliver(self, record: TaskRecord, now: float, reason: str) -> TaskResult | None:
-        if record.attempts > self.config.max_redeliveries:
+        record.lost += 1
+        if record.lost > self.config.max_redeliveries:
             record.error = TaskError(
                 type="WorkerLost",
-                message=f"the subworker running the task was lost {record.attempts} times "
+                message=f"the subworker running the task was lost {record.lost} times "
                 f"(last: {reason}); giving up after {self.config.max_redeliveries} "
                 "redeliveries",
                 reason="worker_lost",
@@ -362,3 +409,14 @@ class TaskBoard:
     def __len__(self) -> int:
         """Live (not final) tasks."""
         return len(self._tasks)
+
+
+def _summarized(last: TaskError, errors: list[TaskError]) -> TaskError:
+    """The last attempt's error, its message followed by every attempt's."""
+    lines = "; ".join(f"attempt {n}: {e.type}: {e.message}" for n, e in enumerate(errors, 1))
+    return TaskError(
+        type=last.type,
+        message=f"{last.message} (after {len(errors)} attempts: {lines})",
+        traceback=last.traceback,
+        reason=last.reason,
+    )

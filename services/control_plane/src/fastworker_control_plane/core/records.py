@@ -36,10 +36,26 @@ class TaskRecord(msgspec.Struct, gc=False):
     finished_at: float | None = None
     result: Any = None
     error: TaskError | None = None
+    eta: float | None = None
+    max_retries: int | None = None  # this submission's override of the task's policy
+    retries: int = 0
+    lost: int = 0  # times the worker running it was lost
+    attempt_errors: list[TaskError] = msgspec.field(default_factory=list)
 
     @classmethod
     def from_spec(cls, spec: TaskSpec, priority: Priority, now: float, size: int) -> TaskRecord:
-        return cls(spec.id, spec.name, priority, spec.args, spec.kwargs, spec.headers, now, size)
+        return cls(
+            spec.id,
+            spec.name,
+            priority,
+            spec.args,
+            spec.kwargs,
+            spec.headers,
+            now,
+            size,
+            eta=spec.eta,
+            max_retries=spec.max_retries,
+        )
 
     def apply(self, event: TaskEvent) -> TaskState:
         """Move along the transition table; raises ``InvalidTransition`` if not allowed."""
@@ -69,4 +85,6 @@ class TaskRecord(msgspec.Struct, gc=False):
             submitted_at=self.submitted_at,
             started_at=self.started_at,
             finished_at=self.finished_at,
+            eta=self.eta,
+            attempt_errors=list(self.attempt_errors),
         )

@@ -1,0 +1,45 @@
+"""Whether and when a failed attempt is tried again: exponential backoff with full jitter.
+
+The n-th retry waits a time drawn uniformly from ``[0, min(cap, base * 2 ** (n - 1))]``
+(AWS's "full jitter"), so retries of many failing tasks spread out instead of arriving
+together. The random source is injected, so tests can fix it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from fastworker_protocol import TaskError, TaskSignature
+
+Uniform = Callable[[float, float], float]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_retries: int = 0
+    backoff: float = 1.0
+    backoff_max: float = 600.0
+    retry_on: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, signature: TaskSignature) -> RetryPolicy:
+        return cls(
+            max(0, signature.max_retries),
+            max(0.0, signature.retry_backoff),
+            max(0.0, signature.retry_backoff_max),
+            frozenset(signature.retry_on),
+        )
+
+    def retries(self, error: TaskError, retries_so_far: int, max_retries: int | None) -> bool:
+        """Whether a failure with ``error`` is retried (``max_retries`` overrides ours)."""
+        limit = self.max_retries if max_retries is None else max(0, max_retries)
+        if retries_so_far >= limit or error.reason != "exception":
+            return False
+        return not self.retry_on or error.type in self.retry_on
+
+    def delay(self, retry: int, uniform: Uniform = random.uniform) -> float:
+        """Seconds before retry number ``retry`` (1 for the first retry)."""
+        ceiling = min(self.backoff_max, self.backoff * 2 ** (retry - 1))
+        return uniform(0.0, ceiling)
