@@ -69,3 +69,10 @@ def flaky(path: str, succeed_on: int) -> int:
 def picky(path: str) -> None:
     _bump(path)
     raise ValueError("not a KeyError, so not retried")
+
+
+@task(timeout=0.3)
+async def overrun(seconds: float) -> str:
+    """An async task with a timeout."""
+    await asyncio.sleep(seconds)
+    return "finished"

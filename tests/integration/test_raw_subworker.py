@@ -40,7 +40,7 @@ async def _serve_one(sock: pynng.Req0, *, report_in_fetch: bool) -> None:
         done = await _call(
             sock, {"op": "fetch", "worker_id": "raw-1", "wait": 0.0, "outcomes": [outcome]}
         )
-        assert done == {"op": "assign", "v": 1, "tasks": []}
+        assert (done["op"], done["tasks"]) == ("assign", [])  # other fields may be added
     else:
         done = await _call(sock, {"op": "report", "worker_id": "raw-1", "outcomes": [outcome]})
         assert done["op"] == "ack", done

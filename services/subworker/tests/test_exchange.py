@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from fastworker import ControlPlaneUnavailable, RequestRejected, Task, TaskRegistry
-from fastworker_protocol import Assignment, EncodeError, Outcome, TaskError
+from fastworker_protocol import Assign, Assignment, EncodeError, Outcome, TaskError
 from fastworker_subworker.exchange import MAX_OUTSTANDING, STARTED_DELAY, Exchange, Outbox
 from fastworker_subworker.executor import Executor
 from fastworker_subworker.runner import TaskRunner
@@ -29,7 +29,10 @@ class FakeLink:
 
     async def fetch(
         self, wait: float, prefetch: int, started: list[str], outcomes: list[Outcome]
-    ) -> list[Assignment]:
+    ) -> Assign:
+        return Assign(tasks=await self._tasks(started, outcomes))
+
+    async def _tasks(self, started: list[str], outcomes: list[Outcome]) -> list[Assignment]:
         if len(outcomes) > self.max_outcomes or any(o.ok and o.result == "huge" for o in outcomes):
             raise EncodeError("too large")
         self.calls.append((list(started), list(outcomes)))

@@ -28,6 +28,7 @@ class Task(Generic[P, R]):
     retry_backoff: float = 1.0
     retry_backoff_max: float = 600.0
     retry_on: tuple[type[BaseException], ...] = ()
+    timeout: float | None = None
 
     @property
     def is_async(self) -> bool:
@@ -49,6 +50,7 @@ class Task(Generic[P, R]):
             retry_backoff=self.retry_backoff,
             retry_backoff_max=self.retry_backoff_max,
             retry_on=[e.__name__ for e in self.retry_on],
+            timeout=self.timeout,
         )
 
 
@@ -96,6 +98,7 @@ def task(
     retry_backoff: float = 1.0,
     retry_backoff_max: float = 600.0,
     retry_on: tuple[type[BaseException], ...] = (),
+    timeout: float | None = None,
     registry: TaskRegistry | None = None,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
@@ -110,6 +113,7 @@ def task(
     retry_backoff: float = 1.0,
     retry_backoff_max: float = 600.0,
     retry_on: tuple[type[BaseException], ...] = (),
+    timeout: float | None = None,
     registry: TaskRegistry | None = None,
 ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
     """Register a function (sync or async) as a task, by default under its ``__name__``.
@@ -118,11 +122,15 @@ def task(
     A failure is retried up to ``max_retries`` times (only for the exception types in
     ``retry_on``, matched by class name, when it is given), waiting a random time up to
     ``min(retry_backoff_max, retry_backoff * 2 ** (retry - 1))`` seconds before each retry.
+    An attempt running longer than ``timeout`` seconds is stopped and fails with reason
+    ``timeout`` (an async task is cancelled; a sync one is abandoned on its thread).
     """
 
     def register(f: Callable[P, R]) -> Task[P, R]:
         if max_retries < 0 or retry_backoff < 0 or retry_backoff_max < 0:
             raise ValueError("max_retries and the retry backoffs cannot be negative")
+        if timeout is not None and timeout <= 0:
+            raise ValueError("timeout must be positive")
         t = Task(
             fn=f,
             name=name or f.__name__,
@@ -131,6 +139,7 @@ def task(
             retry_backoff=retry_backoff,
             retry_backoff_max=retry_backoff_max,
             retry_on=tuple(retry_on),
+            timeout=timeout,
         )
         (registry if registry is not None else default_registry).add(t)
         return t

@@ -179,11 +179,21 @@ class Client:
         countdown: float | None = None,
         eta: datetime | float | None = None,
         max_retries: int | None = None,
+        time_limit: float | None = None,
     ) -> str:
         """Queue a task; ``task_id`` makes the call idempotent across your own retries,
-        ``countdown``/``eta`` delay it, ``max_retries`` overrides the task's own."""
+        ``countdown``/``eta`` delay it, ``max_retries`` and ``time_limit`` (seconds an
+        attempt may run) override the task's own settings."""
         self._require_started()
-        spec = _spec(task, args, kwargs, task_id, eta=_eta(countdown, eta), max_retries=max_retries)
+        spec = _spec(
+            task,
+            args,
+            kwargs,
+            task_id,
+            eta=_eta(countdown, eta),
+            max_retries=max_retries,
+            timeout=time_limit,
+        )
         return await self._coalescers[_priority(task, priority)].submit(spec)
 
     async def submit_task(
@@ -392,6 +402,7 @@ def _spec(
     *,
     eta: float | None = None,
     max_retries: int | None = None,
+    timeout: float | None = None,
 ) -> TaskSpec:
     name = task if isinstance(task, str) else task.name
     return TaskSpec(
@@ -401,6 +412,7 @@ def _spec(
         kwargs=dict(kwargs or {}),
         eta=eta,
         max_retries=max_retries,
+        timeout=timeout,
     )
 
 

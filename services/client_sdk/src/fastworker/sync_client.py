@@ -108,6 +108,7 @@ class SyncClient:
         countdown: float | None = None,
         eta: datetime | float | None = None,
         max_retries: int | None = None,
+        time_limit: float | None = None,
     ) -> str:
         return self._run(
             self._client.apply_async(
@@ -119,6 +120,7 @@ class SyncClient:
                 countdown=countdown,
                 eta=eta,
                 max_retries=max_retries,
+                time_limit=time_limit,
             )
         )
 

@@ -15,7 +15,15 @@ import structlog
 
 from fastworker_control_plane.core.board import Rejected, TaskBoard
 from fastworker_control_plane.waiters import CompletionWaiters
-from fastworker_protocol import Assignment, ErrorCode, Outcome, Priority, TaskResult, TaskSpec
+from fastworker_protocol import (
+    Assign,
+    Assignment,
+    ErrorCode,
+    Outcome,
+    Priority,
+    TaskResult,
+    TaskSpec,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -31,6 +39,7 @@ class Engine:
         self.clock = clock
         self.waiters = CompletionWaiters()
         self._fetches: dict[str, asyncio.Future[list[Assignment]]] = {}
+        self._cancels: dict[str, list[str]] = {}  # per worker: held tasks since cancelled
         self._worker_pipes: dict[str, int] = {}
         self._dispatch_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
@@ -68,9 +77,16 @@ class Engine:
         return results
 
     def cancel(self, task_id: str) -> tuple[TaskResult, bool]:
+        """Cancel a task; one that a subworker holds is cancelled there too, through the
+        reply to its held fetch (answered at once) or its next one."""
         result, changed = self.board.cancel(task_id, self.clock())
         if changed:
             self.finished([result])
+            if result.worker_id is not None and self.board.workers.get(result.worker_id):
+                self._cancels.setdefault(result.worker_id, []).append(task_id)
+                held = self._fetches.pop(result.worker_id, None)
+                if held is not None and not held.done():
+                    held.set_result([])
         return result, changed
 
     # --- subworkers ------------------------------------------------------------------------
@@ -80,12 +96,17 @@ class Engine:
         if pipe_id >= 0:
             self._worker_pipes[worker_id] = pipe_id
 
+    async def assign(self, worker_id: str, wait: float, prefetch: int = 0) -> Assign:
+        """The reply to a ``fetch``: tasks, and the ids of held tasks since cancelled."""
+        tasks = await self.fetch(worker_id, wait, prefetch)
+        return Assign(tasks=tasks, cancel=self._cancels.pop(worker_id, []))
+
     async def fetch(self, worker_id: str, wait: float, prefetch: int = 0) -> list[Assignment]:
-        """Hold until dispatch hands this worker tasks, or ``wait`` seconds pass; a
-        draining worker is answered at once (it only reports)."""
+        """Hold until dispatch hands this worker tasks, one of its tasks is cancelled, or
+        ``wait`` seconds pass; a draining worker is answered at once (it only reports)."""
         slot = self.board.touch(worker_id, self.clock())
         slot.set_prefetch(prefetch)
-        if not slot.accepts_work:
+        if not slot.accepts_work or worker_id in self._cancels:
             return []
         previous = self._fetches.pop(worker_id, None)
         if previous is not None and not previous.done():
@@ -131,6 +152,7 @@ class Engine:
     def _forget(self, worker_id: str) -> None:
         """Drop the I/O state of a worker the board no longer has."""
         self._worker_pipes.pop(worker_id, None)
+        self._cancels.pop(worker_id, None)
         pending = self._fetches.pop(worker_id, None)
         if pending is not None and not pending.done():
             pending.set_result([])

@@ -42,7 +42,8 @@ class Message(Record, tag_field="op", kw_only=True):
 class TaskSpec(Record):
     """A task as submitted. An empty ``id`` asks the control plane to assign one.
 
-    ``eta`` (Unix seconds) delays it; ``max_retries`` overrides the task's own setting.
+    ``eta`` (Unix seconds) delays it; ``max_retries`` and ``timeout`` (seconds) override
+    the task's own settings.
     """
 
     name: str
@@ -52,6 +53,7 @@ class TaskSpec(Record):
     headers: dict[str, str] = {}
     eta: float | None = None
     max_retries: int | None = None
+    timeout: float | None = None
 
 
 class Assignment(Record):
@@ -63,6 +65,7 @@ class Assignment(Record):
     kwargs: dict[str, Any] = {}
     headers: dict[str, str] = {}
     attempt: int = 1
+    timeout: float | None = None
 
 
 class TaskError(Record):
@@ -71,7 +74,9 @@ class TaskError(Record):
     type: str
     message: str
     traceback: str = ""
-    reason: str = "exception"  # exception | worker_lost | unserializable_result | cancelled
+    reason: str = (
+        "exception"  # exception | worker_lost | unserializable_result | timeout | cancelled
+    )
 
 
 class TaskResult(Record):
@@ -114,6 +119,7 @@ class TaskSignature(Record):
     retry_backoff: float = 1.0
     retry_backoff_max: float = 600.0
     retry_on: list[str] = []
+    timeout: float | None = None
 
 
 class Outcome(Record):
@@ -269,7 +275,10 @@ class Registered(Message, tag="registered"):
 
 
 class Assign(Message, tag="assign"):
+    """Tasks to run, and ids of tasks this worker holds that were cancelled meanwhile."""
+
     tasks: list[Assignment]
+    cancel: list[str] = []
 
 
 class Ack(Message, tag="ack"):

@@ -153,7 +153,7 @@ class Exchange:
         assert self.link is not None
         while True:
             try:
-                assignments = await self.link.fetch(
+                reply = await self.link.fetch(
                     self._fetch_wait, self._runner.prefetch_hint(), started, outcomes
                 )
             except EncodeError as exc:  # too large: nothing was sent
@@ -181,9 +181,11 @@ class Exchange:
                 self.outbox.put_back(started, outcomes)
                 await self._pause()
                 return
-            self._runner.submit(assignments)
+            if reply.cancel:
+                self._runner.cancel(reply.cancel)
+            self._runner.submit(reply.tasks)
             mean = self._runner.mean_duration
-            if assignments and mean is not None and mean < QUICK:
+            if reply.tasks and mean is not None and mean < QUICK:
                 self._quiet_until = asyncio.get_running_loop().time() + QUICK
             return
 

@@ -6,7 +6,6 @@ from fastworker._transport import RequestChannel
 from fastworker_protocol import (
     Ack,
     Assign,
-    Assignment,
     Codec,
     Drain,
     Fetch,
@@ -39,7 +38,7 @@ class ControlPlaneLink:
 
     async def fetch(
         self, wait: float, prefetch: int, started: list[str], outcomes: list[Outcome]
-    ) -> list[Assignment]:
+    ) -> Assign:
         message = Fetch(
             worker_id=self.worker_id,
             wait=wait,
@@ -47,8 +46,7 @@ class ControlPlaneLink:
             started=started,
             outcomes=outcomes,
         )
-        reply = await self._channel.request(message, Assign, wait + _MARGIN)
-        return reply.tasks
+        return await self._channel.request(message, Assign, wait + _MARGIN)
 
     async def drain(self, timeout: float) -> None:
         await self._channel.request(Drain(worker_id=self.worker_id), Ack, timeout)

@@ -8,6 +8,13 @@ queue while their expected work fits in about 2 ms (at most 64 tasks). A task of
 never measured, or of a slow name, never joins a chunk, so it cannot hold back tasks
 queued behind it: other lanes take those.
 
+A task can be stopped, by its ``timeout`` or because the control plane cancelled it: an
+async task is cancelled (``CancelledError`` inside it); a sync task running alone on a
+thread cannot be interrupted, so it is abandoned (its result is discarded) and its slot
+freed at once; the thread pool keeps spare threads for such stragglers. Either way the
+control plane gets an outcome saying ``timeout`` or ``cancelled``. A task with a timeout
+never shares a chunk.
+
 The same measurement gives the prefetch hint the subworker sends the control plane: how
 many tasks beyond ``concurrency`` it wants buffered, about 5 ms of work per slot. That
 covers the round trip in which finished slots are reported and refilled, so short tasks
@@ -20,11 +27,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
-from fastworker_protocol import Assignment, Outcome
+from fastworker_protocol import Assignment, Outcome, TaskError
 from fastworker_subworker.executor import Executor
 
 CHUNK_WORK = 0.002  # seconds of sync work handed to a thread at once
@@ -48,7 +57,12 @@ class TaskRunner:
         self._on_started = on_started
         self._on_finished = on_finished
         self._slots = asyncio.Semaphore(concurrency)
-        self._threads = ThreadPoolExecutor(concurrency, thread_name_prefix="fastworker-task")
+        self._threads = ThreadPoolExecutor(
+            concurrency * 2 + 2,
+            thread_name_prefix="fastworker-task",  # room for stragglers
+        )
+        self._stop_requests: dict[str, str] = {}  # task id -> "timeout" | "cancelled"
+        self._stops: dict[str, asyncio.Future[str]] = {}  # sync tasks running alone
         self._async: dict[asyncio.Task[None], str] = {}
         self._queued: deque[Assignment] = deque()
         self._in_threads: set[str] = set()
@@ -84,11 +98,53 @@ class TaskRunner:
         self._update_idle()
 
     async def _run_async(self, assignment: Assignment) -> None:
-        async with self._slots:
-            self._on_started([assignment.id])
-            outcome = await self._executor.run_async(assignment)
+        loop = asyncio.get_running_loop()
+        try:
+            async with self._slots:
+                self._on_started([assignment.id])
+                timer = None
+                if assignment.timeout is not None:
+                    me = asyncio.current_task()
+                    assert me is not None
+                    timer = loop.call_later(
+                        assignment.timeout, self._stop_async, me, assignment.id, "timeout"
+                    )
+                try:
+                    outcome = await self._executor.run_async(assignment)
+                finally:
+                    if timer is not None:
+                        timer.cancel()
+        except asyncio.CancelledError:
+            reason = self._stop_requests.pop(assignment.id, None)
+            if reason is None:
+                raise  # a drain or shutdown: the caller reports it
+            outcome = stopped(assignment, reason)
         self._measure([(assignment, outcome)])
         self._on_finished([outcome])
+
+    def _stop_async(self, task: asyncio.Task[None], task_id: str, reason: str) -> None:
+        self._stop_requests[task_id] = reason
+        task.cancel()
+
+    def cancel(self, task_ids: list[str]) -> None:
+        """Stop these tasks (cancelled on the control plane); each gets a cancelled outcome."""
+        wanted = set(task_ids)
+        for task, task_id in list(self._async.items()):
+            if task_id in wanted:
+                self._stop_async(task, task_id, "cancelled")
+        queued = [a for a in self._queued if a.id in wanted]
+        for assignment in queued:
+            self._queued.remove(assignment)
+        for task_id in wanted & self._in_threads:
+            stop = self._stops.get(task_id)
+            if stop is not None and not stop.done():
+                stop.set_result("cancelled")
+            elif stop is None:  # one of a chunk of quick tasks: just discard its result
+                self._abandoned.add(task_id)
+                self._on_finished([stopped(_placeholder(task_id), "cancelled")])
+        if queued:
+            self._on_finished([stopped(a, "cancelled") for a in queued])
+        self._update_idle()
 
     def _async_done(self, task: asyncio.Task[None]) -> None:
         del self._async[task]
@@ -115,17 +171,44 @@ class TaskRunner:
                 self._in_threads.update(ids)
                 self._on_started(ids)
                 context = contextvars.copy_context()
+                running = loop.run_in_executor(self._threads, context.run, self._run_chunk, chunk)
                 try:
-                    outcomes = await loop.run_in_executor(
-                        self._threads, context.run, self._run_chunk, chunk
-                    )
+                    outcomes = await self._outcomes_of(running, chunk)
                 finally:
                     self._in_threads.difference_update(ids)
                     self._update_idle()
-            kept = [o for o in outcomes if o.task_id not in self._abandoned]
-            self._measure(zip(chunk, outcomes, strict=True))
-            if kept:
-                self._on_finished(kept)
+            by_id = {a.id: a for a in chunk}
+            self._measure((by_id[o.task_id], o) for o in outcomes)
+            if outcomes:
+                self._on_finished(outcomes)
+
+    async def _outcomes_of(
+        self, running: asyncio.Future[list[Outcome]], chunk: list[Assignment]
+    ) -> list[Outcome]:
+        """The chunk's outcomes; a task running alone may be stopped (timeout, cancel),
+        and is then abandoned to its thread while its slot is given back."""
+        if len(chunk) > 1:
+            return self._kept(await running)
+        [assignment] = chunk
+        stop: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._stops[assignment.id] = stop
+        try:
+            waited: set[asyncio.Future[Any]] = {running, stop}
+            done, _ = await asyncio.wait(
+                waited, timeout=assignment.timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            del self._stops[assignment.id]
+        if running in done:
+            stop.cancel()
+            return self._kept(running.result())
+        self._abandoned.add(assignment.id)
+        running.add_done_callback(_discard)
+        return [stopped(assignment, stop.result() if stop.done() else "timeout")]
+
+    def _kept(self, outcomes: list[Outcome]) -> list[Outcome]:
+        """Outcomes from a thread, less those of tasks cancelled meanwhile (already told)."""
+        return [o for o in outcomes if o.task_id not in self._abandoned]
 
     def _run_chunk(self, chunk: list[Assignment]) -> list[Outcome]:
         return [self._executor.run_sync(assignment) for assignment in chunk]
@@ -133,11 +216,13 @@ class TaskRunner:
     def _take_chunk(self) -> list[Assignment]:
         """The head of the queue, plus the tasks behind it that are known to be quick."""
         chunk = [self._queued.popleft()]
+        if chunk[0].timeout is not None:
+            return chunk
         budget = CHUNK_WORK - self._durations.get(chunk[0].name, CHUNK_WORK)
         limit = min(MAX_CHUNK, 1 + len(self._queued) // self._concurrency)  # share the rest
         while self._queued and len(chunk) < limit:
             expected = self._durations.get(self._queued[0].name)
-            if expected is None or expected > budget:
+            if expected is None or expected > budget or self._queued[0].timeout is not None:
                 break
             chunk.append(self._queued.popleft())
             budget -= expected
@@ -183,3 +268,27 @@ class TaskRunner:
 
 def _average(mean: float | None, sample: float) -> float:
     return sample if mean is None else mean + _EWMA_WEIGHT * (sample - mean)
+
+
+def stopped(assignment: Assignment, reason: str) -> Outcome:
+    """The outcome of a task stopped by its timeout or by cancellation."""
+    if reason == "timeout":
+        error = TaskError(
+            type="Timeout",
+            reason="timeout",
+            message=f"the task ran longer than its {assignment.timeout:g} s timeout",
+        )
+    else:
+        error = TaskError(
+            type="Cancelled", reason="cancelled", message="the task was cancelled while it ran"
+        )
+    return Outcome(task_id=assignment.id, ok=False, error=error, finished_at=time.time())
+
+
+def _placeholder(task_id: str) -> Assignment:
+    return Assignment(id=task_id, name="")
+
+
+def _discard(future: asyncio.Future[list[Outcome]]) -> None:
+    if not future.cancelled():
+        future.exception()  # retrieved: an abandoned thread's outcome goes nowhere

@@ -91,6 +91,7 @@ class TaskBoard:
         self.schedule = Schedule()
         self._uniform = uniform
         self._policies: dict[str, RetryPolicy] = {}
+        self._timeouts: dict[str, float] = {}
         self.workers = WorkerRegistry()
         self.results: ResultCache[TaskResult] = ResultCache(
             self.config.result_max_size, self.config.result_ttl
@@ -155,6 +156,8 @@ class TaskBoard:
             return task_id
         record = TaskRecord.from_spec(spec, priority, now, size)
         record.id = task_id
+        if record.timeout is None:
+            record.timeout = self._timeouts.get(record.name)
         self._tasks[task_id] = record
         if spec.eta is not None and spec.eta > now:
             record.apply(TaskEvent.SCHEDULE)
@@ -185,6 +188,7 @@ class TaskBoard:
         except (ValueError, TypeError) as exc:
             raise Rejected(ErrorCode.INVALID_MESSAGE, f"bad task signature: {exc}") from None
         self._policies.update({s.name: RetryPolicy.of(s) for s in signatures})
+        self._timeouts.update({s.name: s.timeout for s in signatures if s.timeout is not None})
 
     def known_task_names(self) -> list[str]:
         return sorted(self._checkers)

@@ -38,6 +38,7 @@ class TaskRecord(msgspec.Struct, gc=False):
     error: TaskError | None = None
     eta: float | None = None
     max_retries: int | None = None  # this submission's override of the task's policy
+    timeout: float | None = None
     retries: int = 0
     lost: int = 0  # times the worker running it was lost
     attempt_errors: list[TaskError] = msgspec.field(default_factory=list)
@@ -55,6 +56,7 @@ class TaskRecord(msgspec.Struct, gc=False):
             size,
             eta=spec.eta,
             max_retries=spec.max_retries,
+            timeout=spec.timeout,
         )
 
     def apply(self, event: TaskEvent) -> TaskState:
@@ -70,6 +72,7 @@ class TaskRecord(msgspec.Struct, gc=False):
             kwargs=self.kwargs,
             headers=self.headers,
             attempt=self.attempts,
+            timeout=self.timeout,
         )
 
     def snapshot(self) -> TaskResult:

@@ -10,7 +10,6 @@ from __future__ import annotations
 from fastworker_control_plane.engine import Engine
 from fastworker_protocol import (
     Ack,
-    Assign,
     Drain,
     Fetch,
     Message,
@@ -37,8 +36,7 @@ class RegistrationHandler:
                 engine.seen(worker_id, pipe_id)
                 if message.started or message.outcomes:
                     engine.report(worker_id, message.started, message.outcomes)
-                tasks = await engine.fetch(worker_id, min(wait, MAX_FETCH_WAIT), prefetch)
-                return Assign(tasks=tasks)
+                return await engine.assign(worker_id, min(wait, MAX_FETCH_WAIT), prefetch)
             case Report(worker_id=worker_id, started=started, outcomes=outcomes):
                 engine.seen(worker_id, pipe_id)
                 engine.report(worker_id, started, outcomes)
