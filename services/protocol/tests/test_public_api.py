@@ -20,9 +20,11 @@ EXPECTED_PUBLIC_NAMES = {
     "TASK_TRANSITIONS", "TERMINAL_TASK_STATES", "WORKER_TRANSITIONS",
     "Accepted", "Ack", "Announce", "AnyMessage", "Assign", "Assignment", "Cancel", "Cancelled",
     "Codec", "DecodeError", "Drain", "EncodeError", "Error", "ErrorCode", "Fetch", "Get",
-    "InvalidMessage", "InvalidTransition", "ListTasks", "ListWorkers", "MalformedMessage",
+    "InvalidMessage", "InvalidTransition", "ListSchedules", "ListTasks", "ListWorkers",
+    "MalformedMessage",
     "Message", "Outcome", "OversizeMessage", "Param", "PortMap", "Priority", "Probe",
-    "ProtocolError", "Register", "Registered", "Rejection", "Report", "Results", "Submit",
+    "ProtocolError", "Register", "Registered", "Rejection", "Report", "Results", "ScheduleInfo",
+    "ScheduleList", "Submit",
     "TaskError",
     "TaskEvent", "TaskList", "TaskResult", "TaskSignature", "TaskSpec", "TaskState", "UnknownOp",
     "Unregister", "UnsupportedVersion", "WorkerEvent", "WorkerInfo", "WorkerList", "WorkerState",
@@ -36,7 +38,7 @@ OPS = {
     fp.Accepted: "accepted", fp.Results: "results", fp.Cancelled: "cancelled",
     fp.TaskList: "tasks", fp.WorkerList: "workers", fp.Registered: "registered",
     fp.Assign: "assign", fp.Ack: "ack", fp.Error: "error", fp.Announce: "announce",
-    fp.Probe: "probe",
+    fp.Probe: "probe", fp.ListSchedules: "list_schedules", fp.ScheduleList: "schedules",
 }  # fmt: skip
 
 ERROR_CODES = {

@@ -29,6 +29,9 @@ class Task(Generic[P, R]):
     retry_backoff_max: float = 600.0
     retry_on: tuple[type[BaseException], ...] = ()
     timeout: float | None = None
+    repeat_interval: float | None = None
+    cron: str | None = None
+    cron_tz: str = "UTC"
 
     @property
     def is_async(self) -> bool:
@@ -51,6 +54,9 @@ class Task(Generic[P, R]):
             retry_backoff_max=self.retry_backoff_max,
             retry_on=[e.__name__ for e in self.retry_on],
             timeout=self.timeout,
+            repeat_interval=self.repeat_interval,
+            cron=self.cron,
+            cron_tz=self.cron_tz,
         )
 
 
@@ -99,6 +105,9 @@ def task(
     retry_backoff_max: float = 600.0,
     retry_on: tuple[type[BaseException], ...] = (),
     timeout: float | None = None,
+    repeat_interval: float | None = None,
+    cron: str | None = None,
+    cron_tz: str = "UTC",
     registry: TaskRegistry | None = None,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
@@ -114,6 +123,9 @@ def task(
     retry_backoff_max: float = 600.0,
     retry_on: tuple[type[BaseException], ...] = (),
     timeout: float | None = None,
+    repeat_interval: float | None = None,
+    cron: str | None = None,
+    cron_tz: str = "UTC",
     registry: TaskRegistry | None = None,
 ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
     """Register a function (sync or async) as a task, by default under its ``__name__``.
@@ -124,6 +136,8 @@ def task(
     ``min(retry_backoff_max, retry_backoff * 2 ** (retry - 1))`` seconds before each retry.
     An attempt running longer than ``timeout`` seconds is stopped and fails with reason
     ``timeout`` (an async task is cancelled; a sync one is abandoned on its thread).
+    ``repeat_interval`` (seconds) or ``cron`` (an expression, in ``cron_tz``) makes it a
+    periodic task, run without arguments by the control plane's scheduler, once per tick.
     """
 
     def register(f: Callable[P, R]) -> Task[P, R]:
@@ -131,6 +145,10 @@ def task(
             raise ValueError("max_retries and the retry backoffs cannot be negative")
         if timeout is not None and timeout <= 0:
             raise ValueError("timeout must be positive")
+        if repeat_interval is not None and cron is not None:
+            raise ValueError("give repeat_interval or cron, not both")
+        if repeat_interval is not None and repeat_interval <= 0:
+            raise ValueError("repeat_interval must be positive")
         t = Task(
             fn=f,
             name=name or f.__name__,
@@ -140,6 +158,9 @@ def task(
             retry_backoff_max=retry_backoff_max,
             retry_on=tuple(retry_on),
             timeout=timeout,
+            repeat_interval=repeat_interval,
+            cron=cron,
+            cron_tz=cron_tz,
         )
         (registry if registry is not None else default_registry).add(t)
         return t

@@ -38,12 +38,15 @@ from fastworker_protocol import (
     Cancelled,
     Codec,
     Get,
+    ListSchedules,
     ListTasks,
     ListWorkers,
     Message,
     PortMap,
     Priority,
     Results,
+    ScheduleInfo,
+    ScheduleList,
     Submit,
     TaskList,
     TaskResult,
@@ -328,6 +331,11 @@ class Client:
             self._results_channel(), ListTasks(status=state, limit=limit), TaskList, None
         )
         return reply.tasks
+
+    async def list_schedules(self) -> list[ScheduleInfo]:
+        """The periodic tasks: their schedule, next and last run, runs and skipped ticks."""
+        reply = await self._request(self._results_channel(), ListSchedules(), ScheduleList, None)
+        return reply.schedules
 
     async def list_workers(self) -> list[WorkerInfo]:
         reply = await self._request(self._results_channel(), ListWorkers(), WorkerList, None)

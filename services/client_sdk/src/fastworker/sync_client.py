@@ -17,6 +17,7 @@ from fastworker.client import BatchItem, Client, TaskRef
 from fastworker_protocol import (
     DEFAULT_DISCOVERY_ADDRESS,
     Priority,
+    ScheduleInfo,
     TaskResult,
     TaskState,
     WorkerInfo,
@@ -166,6 +167,9 @@ class SyncClient:
         self, status: TaskState | str | None = None, limit: int = 100
     ) -> list[TaskResult]:
         return self._run(self._client.list_tasks(status, limit))
+
+    def list_schedules(self) -> list[ScheduleInfo]:
+        return self._run(self._client.list_schedules())
 
     def list_workers(self) -> list[WorkerInfo]:
         return self._run(self._client.list_workers())

@@ -82,7 +82,10 @@ class ControlPlane:
 
     def _start(self) -> None:
         cfg, ports, engine = self.config, self.config.ports, self.engine
-        engine.board.learn_tasks(t.signature() for t in self.registry)
+        own = [t.signature() for t in self.registry]
+        engine.board.learn_tasks(own)
+        engine.board.learn_schedules(own, engine.clock())
+        engine.arm_timer()
         local_id = f"local-{self.instance_id[:12]}" if cfg.local_concurrency else None
         for priority in Priority.by_rank():
             handler = submission.SubmissionHandler(engine, priority, cfg.max_wait)

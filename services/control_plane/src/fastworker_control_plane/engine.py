@@ -22,6 +22,7 @@ from fastworker_protocol import (
     Outcome,
     Priority,
     TaskResult,
+    TaskSignature,
     TaskSpec,
 )
 
@@ -51,7 +52,7 @@ class Engine:
     def submit(self, specs: Sequence[TaskSpec], priority: Priority) -> list[str]:
         ids = self.board.submit(specs, priority, self.clock())
         self.kick()
-        self._arm_timer()
+        self.arm_timer()
         return ids
 
     def submit_each(
@@ -59,7 +60,7 @@ class Engine:
     ) -> tuple[list[str], list[Rejected]]:
         ids, rejected = self.board.submit_each(specs, priority, self.clock())
         self.kick()
-        self._arm_timer()
+        self.arm_timer()
         return ids, rejected
 
     def lookup(self, task_id: str) -> TaskResult | None:
@@ -90,6 +91,23 @@ class Engine:
         return result, changed
 
     # --- subworkers ------------------------------------------------------------------------
+
+    def register(
+        self,
+        worker_id: str,
+        name: str,
+        concurrency: int,
+        signatures: Sequence[TaskSignature],
+        pipe_id: int,
+        *,
+        local: bool,
+    ) -> None:
+        self.finished(
+            self.board.register(worker_id, name, concurrency, signatures, self.clock(), local=local)
+        )
+        self.seen(worker_id, pipe_id)
+        self.kick()
+        self.arm_timer()
 
     def seen(self, worker_id: str, pipe_id: int) -> None:
         """Remember which connection a worker speaks over, to notice when it drops."""
@@ -139,7 +157,7 @@ class Engine:
     def report(self, worker_id: str, started: Iterable[str], outcomes: Iterable[Outcome]) -> None:
         self.finished(self.board.report(worker_id, started, outcomes, self.clock()))
         self.kick()
-        self._arm_timer()
+        self.arm_timer()
 
     def remove_worker(self, worker_id: str, reason: str) -> None:
         if self.board.workers.get(worker_id) is None:
@@ -182,7 +200,7 @@ class Engine:
         for worker_id, tasks in self.board.dispatch(ready).items():
             self._fetches.pop(worker_id).set_result(tasks)
 
-    def _arm_timer(self) -> None:
+    def arm_timer(self) -> None:
         """Wake up when the earliest delayed or retrying task is due (the upkeep loop's
         once-a-second release is the fallback)."""
         due = self.board.schedule.next_due()
@@ -198,7 +216,7 @@ class Engine:
         self._timer, self._timer_due = None, None
         if self.board.release_due(self.clock()):
             self.kick()
-        self._arm_timer()
+        self.arm_timer()
 
     def maintain(self, *, sweep: bool = True) -> None:
         """Periodic upkeep: drop silent subworkers and (if ``sweep``) expired results.

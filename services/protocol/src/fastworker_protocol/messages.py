@@ -120,6 +120,9 @@ class TaskSignature(Record):
     retry_backoff_max: float = 600.0
     retry_on: list[str] = []
     timeout: float | None = None
+    repeat_interval: float | None = None
+    cron: str | None = None
+    cron_tz: str = "UTC"
 
 
 class Outcome(Record):
@@ -136,6 +139,18 @@ class Outcome(Record):
     started_at: float | None = None
     finished_at: float | None = None
     requeue: bool = False
+
+
+class ScheduleInfo(Record):
+    """A periodic task's schedule: ``spec`` is "every N s" or "cron EXPR"; times Unix s."""
+
+    name: str
+    spec: str
+    next_run: float
+    last_run: float | None = None
+    times_run: int = 0
+    skipped: int = 0
+    running: bool = False
 
 
 class WorkerInfo(Record):
@@ -187,6 +202,10 @@ class ListTasks(Message, tag="list_tasks"):
 
 
 class ListWorkers(Message, tag="list_workers"):
+    pass
+
+
+class ListSchedules(Message, tag="list_schedules"):
     pass
 
 
@@ -268,6 +287,10 @@ class WorkerList(Message, tag="workers"):
     workers: list[WorkerInfo]
 
 
+class ScheduleList(Message, tag="schedules"):
+    schedules: list[ScheduleInfo]
+
+
 class Registered(Message, tag="registered"):
     worker_id: str
     control_plane_id: str
@@ -315,9 +338,10 @@ class Probe(Message, tag="probe"):
 
 
 AnyMessage = (
-    Submit | Get | Cancel | ListTasks | ListWorkers
+    Submit | Get | Cancel | ListTasks | ListWorkers | ListSchedules
     | Register | Fetch | Report | Drain | Unregister
-    | Accepted | Results | Cancelled | TaskList | WorkerList | Registered | Assign | Ack | Error
+    | Accepted | Results | Cancelled | TaskList | WorkerList | ScheduleList | Registered | Assign
+    | Ack | Error
     | Announce | Probe
 )  # fmt: skip
 

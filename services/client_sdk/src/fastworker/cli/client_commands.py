@@ -7,6 +7,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -85,7 +86,11 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     add_option(p, "--json", switch=True, help="print JSON instead of a table")
     p.set_defaults(run=_tasks)
 
-    for name in ("submit", "status", "result", "cancel", "workers", "tasks"):
+    p = commands.add_parser("schedules", help="list periodic tasks and their runs")
+    add_option(p, "--json", switch=True, help="print JSON instead of a table")
+    p.set_defaults(run=_schedules)
+
+    for name in ("submit", "status", "result", "cancel", "workers", "tasks", "schedules"):
         add_client_options(commands.choices[name])
 
 
@@ -208,6 +213,38 @@ def _tasks(args: argparse.Namespace) -> int:
         return EXIT_OK
 
     return _with_client(args, body)
+
+
+def _schedules(args: argparse.Namespace) -> int:
+    async def body(client: Client) -> int:
+        schedules = await client.list_schedules()
+        if args.json:
+            _print_json(schedules)
+        else:
+            _print_table(
+                ["TASK", "SCHEDULE", "NEXT RUN", "LAST RUN", "RUNS", "SKIPPED", "RUNNING"],
+                [
+                    [
+                        s.name,
+                        s.spec,
+                        _when(s.next_run),
+                        _when(s.last_run),
+                        s.times_run,
+                        s.skipped,
+                        "yes" if s.running else "no",
+                    ]
+                    for s in schedules
+                ],
+            )
+        return EXIT_OK
+
+    return _with_client(args, body)
+
+
+def _when(timestamp: float | None) -> str:
+    if timestamp is None:
+        return "-"
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 # --- output -------------------------------------------------------------------------------

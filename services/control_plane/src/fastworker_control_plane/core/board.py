@@ -17,6 +17,7 @@ import msgspec
 
 from fastworker_control_plane.core.arguments import ArgumentChecker
 from fastworker_control_plane.core.dispatch_policy import least_loaded
+from fastworker_control_plane.core.periodic import BadSchedule, Periodic
 from fastworker_control_plane.core.queues import PriorityQueues
 from fastworker_control_plane.core.records import TaskRecord
 from fastworker_control_plane.core.result_cache import DEFAULT_MAX_SIZE, DEFAULT_TTL, ResultCache
@@ -29,6 +30,7 @@ from fastworker_protocol import (
     ErrorCode,
     Outcome,
     Priority,
+    ScheduleInfo,
     TaskError,
     TaskEvent,
     TaskResult,
@@ -54,6 +56,7 @@ def _size(spec: TaskSpec) -> int:
 
 _HELD = (TaskState.ASSIGNED, TaskState.RUNNING)
 _WAITING_FOR_TIME = (TaskState.SCHEDULED, TaskState.RETRYING)
+_PERIODIC = "periodic:"  # scheduler-heap keys of periodic ticks (task ids are the others)
 
 
 class Rejected(Exception):
@@ -92,6 +95,7 @@ class TaskBoard:
         self._uniform = uniform
         self._policies: dict[str, RetryPolicy] = {}
         self._timeouts: dict[str, float] = {}
+        self.periodics: dict[str, Periodic] = {}
         self.workers = WorkerRegistry()
         self.results: ResultCache[TaskResult] = ResultCache(
             self.config.result_max_size, self.config.result_ttl
@@ -168,17 +172,73 @@ class TaskBoard:
         return task_id
 
     def release_due(self, now: float) -> int:
-        """Queue every delayed or retrying task whose time has come; returns how many."""
-        due = self.schedule.pop_due(now, self._is_waiting_for_time)
-        for task_id in due:
-            record = self._tasks[task_id]
+        """Queue every delayed or retrying task whose time has come, and run the periodic
+        ticks that are due; returns how many tasks were queued."""
+        queued = 0
+        for key in self.schedule.pop_due(now, self._is_waiting_for_time):
+            if key.startswith(_PERIODIC):
+                queued += self._tick(self.periodics[key.removeprefix(_PERIODIC)], now)
+                continue
+            record = self._tasks[key]
             record.apply(TaskEvent.DUE)
-            self.queues.push(task_id, record.priority)
-        return len(due)
+            self.queues.push(key, record.priority)
+            queued += 1
+        return queued
 
-    def _is_waiting_for_time(self, task_id: str) -> bool:
-        record = self._tasks.get(task_id)
+    def _is_waiting_for_time(self, key: str) -> bool:
+        if key.startswith(_PERIODIC):
+            return key.removeprefix(_PERIODIC) in self.periodics
+        record = self._tasks.get(key)
         return record is not None and record.state in _WAITING_FOR_TIME
+
+    def _tick(self, periodic: Periodic, now: float) -> int:
+        """One tick: a new run, unless the last one is still going (then it is skipped)."""
+        queued = 0
+        if periodic.current is not None and periodic.current in self._tasks:
+            periodic.skipped += 1
+        else:
+            spec = TaskSpec(name=periodic.name, id=f"{periodic.name}@{periodic.next_run:.3f}")
+            periodic.current = self._enqueue(spec, _size(spec), Priority.NORMAL, now)
+            periodic.times_run += 1
+            periodic.last_run = now
+            queued = 1
+        periodic.skipped += periodic.advance(now)
+        self.schedule.push(periodic.next_run, _PERIODIC + periodic.name)
+        return queued
+
+    def learn_schedules(self, signatures: Iterable[TaskSignature], now: float) -> None:
+        """Start the periodic tasks these registrations declare (once per name)."""
+        for signature in signatures:
+            if signature.name in self.periodics:
+                continue
+            try:
+                periodic = Periodic.of(signature, now)
+            except BadSchedule as exc:
+                raise Rejected(ErrorCode.INVALID_MESSAGE, str(exc)) from None
+            if periodic is None:
+                continue
+            checker = self._checkers.get(signature.name)
+            if checker is not None and (problem := checker.problem([], {})) is not None:
+                raise Rejected(
+                    ErrorCode.INVALID_MESSAGE,
+                    f"a periodic task is called without arguments: {problem}",
+                )
+            self.periodics[signature.name] = periodic
+            self.schedule.push(periodic.next_run, _PERIODIC + signature.name)
+
+    def list_schedules(self, now: float) -> list[ScheduleInfo]:
+        return [
+            ScheduleInfo(
+                name=p.name,
+                spec=p.spec,
+                next_run=p.next_run,
+                last_run=p.last_run,
+                times_run=p.times_run,
+                skipped=p.skipped,
+                running=p.current is not None and p.current in self._tasks,
+            )
+            for p in sorted(self.periodics.values(), key=lambda p: p.name)
+        ]
 
     def learn_tasks(self, signatures: Iterable[TaskSignature]) -> None:
         """Accept submissions of these tasks even before a subworker that runs them joins."""
@@ -211,6 +271,7 @@ class TaskBoard:
             raise Rejected(ErrorCode.INVALID_MESSAGE, "concurrency must be at least 1")
         signatures = list(signatures)
         self.learn_tasks(signatures)
+        self.learn_schedules(signatures, now)
         finished = self.remove_worker(worker_id, now)
         names = frozenset(s.name for s in signatures)
         self.workers.add(WorkerSlot(worker_id, name, concurrency, names, now, local=local))

@@ -43,13 +43,7 @@ class RegistrationHandler:
                 return Ack()
             case Register(worker_id=worker_id, name=name, concurrency=concurrency, tasks=tasks):
                 local = worker_id == self._local_worker_id
-                engine.finished(
-                    engine.board.register(
-                        worker_id, name, concurrency, tasks, engine.clock(), local=local
-                    )
-                )
-                engine.seen(worker_id, pipe_id)
-                engine.kick()
+                engine.register(worker_id, name, concurrency, tasks, pipe_id, local=local)
                 return Registered(
                     worker_id=worker_id,
                     control_plane_id=self._instance_id,

@@ -8,15 +8,17 @@ from fastworker_protocol import (
     Cancel,
     Cancelled,
     Get,
+    ListSchedules,
     ListTasks,
     ListWorkers,
     Message,
     Results,
+    ScheduleList,
     TaskList,
     WorkerList,
 )
 
-SERVES: tuple[type[Message], ...] = (Get, Cancel, ListTasks, ListWorkers)
+SERVES: tuple[type[Message], ...] = (Get, Cancel, ListTasks, ListWorkers, ListSchedules)
 MAX_LISTED = 10_000
 
 
@@ -40,4 +42,6 @@ class ResultsHandler:
                 return TaskList(tasks=tasks)
             case ListWorkers():
                 return WorkerList(workers=engine.board.list_workers(engine.clock()))
+            case ListSchedules():
+                return ScheduleList(schedules=engine.board.list_schedules(engine.clock()))
         raise AssertionError(f"unexpected {message!r}")  # ReplyServer filters by SERVES

@@ -1,0 +1,80 @@
+"""Periodic tasks: when each one is due next, and what happened at each tick.
+
+A periodic task is defined by its task's registration (``repeat_interval`` seconds, or a
+``cron`` expression in ``cron_tz``, UTC by default). Its ticks live on the board's
+scheduler heap, so one control plane decides each tick once, however many subworkers run
+the task. Interval ticks stay on their grid (``start + n * interval``), whatever the runs
+take; cron ticks follow the expression in the given time zone, DST included (cronsim).
+A tick that finds the previous run still going is skipped and counted, never stacked.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cronsim import CronSim, CronSimError
+
+from fastworker_protocol import TaskSignature
+
+
+class BadSchedule(ValueError):
+    pass
+
+
+@dataclass
+class Periodic:
+    name: str
+    interval: float | None
+    cron: str | None
+    tz: ZoneInfo
+    next_run: float
+    last_run: float | None = None
+    times_run: int = 0
+    skipped: int = 0
+    current: str | None = None  # id of the run in progress, if any
+
+    @classmethod
+    def of(cls, signature: TaskSignature, now: float) -> Periodic | None:
+        """The schedule a registration declares, first due after ``now``; ``None`` if it
+        declares none. Raises ``BadSchedule`` for an unusable one."""
+        if signature.repeat_interval is None and signature.cron is None:
+            return None
+        if signature.repeat_interval is not None and signature.cron is not None:
+            raise BadSchedule(f"{signature.name}: give repeat_interval or cron, not both")
+        if signature.repeat_interval is not None and not signature.repeat_interval > 0:
+            raise BadSchedule(f"{signature.name}: repeat_interval must be positive")
+        try:
+            tz = ZoneInfo(signature.cron_tz)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise BadSchedule(f"{signature.name}: unknown time zone {signature.cron_tz!r}") from exc
+        periodic = cls(signature.name, signature.repeat_interval, signature.cron, tz, now)
+        periodic.next_run = periodic._after(now) if signature.cron else now + periodic._step()
+        return periodic
+
+    @property
+    def spec(self) -> str:
+        return f"every {self.interval:g} s" if self.interval is not None else f"cron {self.cron}"
+
+    def advance(self, now: float) -> int:
+        """Move ``next_run`` to the first tick after ``now``; returns the ticks missed on
+        the way (the control plane was down or busy), which are skipped, not caught up."""
+        if self.interval is None:
+            self.next_run = self._after(now)
+            return 0
+        steps = math.floor((now - self.next_run) / self.interval) + 1
+        self.next_run += steps * self.interval  # stay on the grid: no drift
+        return steps - 1
+
+    def _step(self) -> float:
+        assert self.interval is not None
+        return self.interval
+
+    def _after(self, now: float) -> float:
+        assert self.cron is not None
+        try:
+            return next(CronSim(self.cron, datetime.fromtimestamp(now, self.tz))).timestamp()
+        except (CronSimError, StopIteration) as exc:
+            raise BadSchedule(f"{self.name}: bad cron expression {self.cron!r}: {exc}") from exc
