@@ -11,12 +11,13 @@ import asyncio
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
+from fastworker._callbacks import Callback, CompletionWatcher
 from fastworker._coalescer import SendBatch, SubmitCoalescer
 from fastworker._discovery import DiscoveryPeer
 from fastworker._task import Task
@@ -101,6 +102,7 @@ class Client:
         self._codec = Codec(max_message_size)
         self._submit: dict[Priority, RequestChannel] = {}
         self._coalescers: dict[Priority, SubmitCoalescer] = {}
+        self._watcher: CompletionWatcher | None = None
         self._results: RequestChannel | None = None
         self._known: OrderedDict[str, TaskResult] = OrderedDict()
 
@@ -117,6 +119,7 @@ class Client:
         }
         self._results = RequestChannel(announce.results, self._codec)
         self._coalescers = {p: SubmitCoalescer(self._batch_sender(p)) for p in self._submit}
+        self._watcher = CompletionWatcher(self._get_any)
 
     async def _locate(self) -> Announce:
         if self._explicit_address is not None:
@@ -133,7 +136,9 @@ class Client:
             channel.close()
         if self._results is not None:
             self._results.close()
-        self._submit, self._coalescers = {}, {}
+        if self._watcher is not None:
+            self._watcher.close()
+        self._submit, self._coalescers, self._watcher = {}, {}, None
         self._results = None
 
     async def aclose(self) -> None:
@@ -198,6 +203,39 @@ class Client:
             timeout=time_limit,
         )
         return await self._coalescers[_priority(task, priority)].submit(spec)
+
+    async def delay_with_callback(
+        self,
+        task: TaskRef,
+        callback: Callback,
+        *args: Any,
+        priority: Priority | str | None = None,
+        **kwargs: Any,
+    ) -> str:
+        """Queue a task; ``callback`` (sync or async) gets its final ``TaskResult`` when it
+        ends, without polling. A callback that raises is logged; the others still run."""
+        task_id = await self.apply_async(task, args, kwargs, priority=priority)
+        self.watch(task_id, callback)
+        return task_id
+
+    def watch(self, task_id: str, callback: Callback | None = None) -> None:
+        """Follow a task: ``callback`` gets its final result, and so does :meth:`events`."""
+        self._require_started()
+        assert self._watcher is not None
+        self._watcher.watch(task_id, callback)
+
+    async def events(self) -> AsyncIterator[TaskResult]:
+        """The final results of the tasks this client watches, as they end."""
+        self._require_started()
+        assert self._watcher is not None
+        async for result in self._watcher.events():
+            yield result
+
+    async def _get_any(self, task_ids: list[str], wait: float) -> list[TaskResult | None]:
+        message = Get(task_ids=task_ids, wait=wait, any=True)
+        reply = await self._request(self._results_channel(), message, Results, wait)
+        self._remember(r for r in reply.results if r is not None)
+        return reply.results
 
     async def submit_task(
         self,

@@ -13,6 +13,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
+from fastworker._callbacks import Callback
 from fastworker.client import BatchItem, Client, TaskRef
 from fastworker_protocol import (
     DEFAULT_DISCOVERY_ADDRESS,
@@ -123,6 +124,19 @@ class SyncClient:
                 max_retries=max_retries,
                 time_limit=time_limit,
             )
+        )
+
+    def delay_with_callback(
+        self,
+        task: TaskRef,
+        callback: Callback,
+        *args: Any,
+        priority: Priority | str | None = None,
+        **kwargs: Any,
+    ) -> str:
+        """As :meth:`Client.delay_with_callback`; the callback runs on this client's thread."""
+        return self._run(
+            self._client.delay_with_callback(task, callback, *args, priority=priority, **kwargs)
         )
 
     def submit_task(

@@ -66,11 +66,14 @@ class Engine:
     def lookup(self, task_id: str) -> TaskResult | None:
         return self.board.get(task_id, self.clock())
 
-    async def wait(self, task_ids: list[str], timeout: float) -> list[TaskResult | None]:
-        """Results once every task is final or ``timeout`` passes; ``Rejected`` with
-        ``shutting_down`` if the control plane stops first."""
-        results = await self.waiters.wait(task_ids, timeout, self.lookup)
-        if not self.accepting and any(r is not None and not r.status.is_final for r in results):
+    async def wait(
+        self, task_ids: list[str], timeout: float, *, any_final: bool = False
+    ) -> list[TaskResult | None]:
+        """Results once every task (with ``any_final``: one) is final or ``timeout``
+        passes; ``Rejected`` with ``shutting_down`` if the control plane stops first."""
+        results = await self.waiters.wait(task_ids, timeout, self.lookup, any_final=any_final)
+        pending = [r is not None and not r.status.is_final for r in results]
+        if not self.accepting and (all(pending) if any_final else any(pending)):
             raise Rejected(
                 ErrorCode.SHUTTING_DOWN,
                 "the control plane is shutting down before the tasks finished",

@@ -13,10 +13,16 @@ class CompletionWaiters:
         self._waiting: dict[str, list[asyncio.Future[None]]] = {}
 
     async def wait(
-        self, task_ids: list[str], timeout: float, lookup: Callable[[str], TaskResult | None]
+        self,
+        task_ids: list[str],
+        timeout: float,
+        lookup: Callable[[str], TaskResult | None],
+        *,
+        any_final: bool = False,
     ) -> list[TaskResult | None]:
-        """Wait until every known task in ``task_ids`` is final or ``timeout`` passes, then
-        return what ``lookup`` says of each."""
+        """Wait until every known task in ``task_ids`` is final (with ``any_final``: one of
+        them is, or one is unknown) or ``timeout`` passes, then return what ``lookup``
+        says of each."""
         loop = asyncio.get_running_loop()
         futures: dict[str, asyncio.Future[None]] = {}
         for task_id in task_ids:
@@ -24,9 +30,11 @@ class CompletionWaiters:
             if current is not None and not current.status.is_final and task_id not in futures:
                 futures[task_id] = future = loop.create_future()
                 self._waiting.setdefault(task_id, []).append(future)
+        settled = len(futures) < len(set(task_ids))
         try:
-            if futures:
-                await asyncio.wait(futures.values(), timeout=max(0.0, timeout))
+            if futures and not (any_final and settled):
+                until = asyncio.FIRST_COMPLETED if any_final else asyncio.ALL_COMPLETED
+                await asyncio.wait(futures.values(), timeout=max(0.0, timeout), return_when=until)
         finally:
             for task_id, future in futures.items():
                 self._forget(task_id, future)

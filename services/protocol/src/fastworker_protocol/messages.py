@@ -186,10 +186,12 @@ class Submit(Message, tag="submit"):
 
 
 class Get(Message, tag="get"):
-    """Read tasks' results (``None`` for unknown ids); ``wait`` as in ``Submit``."""
+    """Read tasks' results (``None`` for unknown ids); ``wait`` as in ``Submit``. With
+    ``any``, a held ``get`` is answered as soon as one of the tasks is final."""
 
     task_ids: list[str]
     wait: float | None = None
+    any: bool = False
 
 
 class Cancel(Message, tag="cancel"):

@@ -30,10 +30,11 @@ class ResultsHandler:
     async def __call__(self, message: Message, pipe_id: int) -> Message:
         engine = self._engine
         match message:
-            case Get(task_ids=task_ids, wait=wait):
+            case Get(task_ids=task_ids, wait=wait, any=any_final):
                 if wait is None:
                     return Results(results=[engine.lookup(t) for t in task_ids])
-                return Results(results=await engine.wait(task_ids, min(wait, self._max_wait)))
+                wait = min(wait, self._max_wait)
+                return Results(results=await engine.wait(task_ids, wait, any_final=any_final))
             case Cancel(task_id=task_id):
                 result, changed = engine.cancel(task_id)
                 return Cancelled(task_id=task_id, status=result.status, changed=changed)
