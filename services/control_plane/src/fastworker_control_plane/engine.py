@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 import structlog
 
 from fastworker_control_plane.core.board import Rejected, TaskBoard
+from fastworker_control_plane.events import DEFAULT_BACKLOG, EventBus, Subscription
 from fastworker_control_plane.waiters import CompletionWaiters
 from fastworker_protocol import (
     Assign,
@@ -39,6 +40,7 @@ class Engine:
         self.heartbeat_timeout = heartbeat_timeout
         self.clock = clock
         self.waiters = CompletionWaiters()
+        self.events = EventBus()
         self._fetches: dict[str, asyncio.Future[list[Assignment]]] = {}
         self._cancels: dict[str, list[str]] = {}  # per worker: held tasks since cancelled
         self._worker_pipes: dict[str, int] = {}
@@ -86,6 +88,7 @@ class Engine:
         result, changed = self.board.cancel(task_id, self.clock())
         if changed:
             self.finished([result])
+            self.kick()  # publishes the transition
             if result.worker_id is not None and self.board.workers.get(result.worker_id):
                 self._cancels.setdefault(result.worker_id, []).append(task_id)
                 held = self._fetches.pop(result.worker_id, None)
@@ -194,8 +197,24 @@ class Engine:
             self._dispatch_scheduled = True
             asyncio.get_running_loop().call_soon(self._dispatch)
 
+    def subscribe(self, backlog: int = DEFAULT_BACKLOG) -> Subscription:
+        """Every task transition from now on, as events (see ``events``)."""
+        self.board.record_changes = True
+        return self.events.subscribe(backlog)
+
+    def _publish(self) -> None:
+        if self.board.changes:
+            self.events.publish(self.board.take_changes(), self.clock())
+        self.board.record_changes = self.events.has_subscribers
+
     def _dispatch(self) -> None:
         self._dispatch_scheduled = False
+        try:
+            self._assign_ready()
+        finally:
+            self._publish()
+
+    def _assign_ready(self) -> None:
         if not self._fetches or not len(self.board.queues):
             return
         # A fetch whose handler was cancelled has a done future until its task runs again.

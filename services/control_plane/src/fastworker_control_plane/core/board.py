@@ -72,6 +72,17 @@ class Rejected(Exception):
         self.detail = detail if index is None else {"index": index, **detail}
 
 
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One transition: the task's new state, for the event bus."""
+
+    state: TaskState
+    task_id: str
+    name: str
+    worker_id: str | None
+    attempts: int
+
+
 @dataclass(frozen=True)
 class BoardConfig:
     max_redeliveries: int = 3
@@ -96,6 +107,9 @@ class TaskBoard:
         self._policies: dict[str, RetryPolicy] = {}
         self._timeouts: dict[str, float] = {}
         self.periodics: dict[str, Periodic] = {}
+        # Transitions since the engine last took them, kept only while someone listens.
+        self.record_changes = False
+        self.changes: list[Change] = []
         self.workers = WorkerRegistry()
         self.results: ResultCache[TaskResult] = ResultCache(
             self.config.result_max_size, self.config.result_ttl
@@ -164,12 +178,23 @@ class TaskBoard:
             record.timeout = self._timeouts.get(record.name)
         self._tasks[task_id] = record
         if spec.eta is not None and spec.eta > now:
-            record.apply(TaskEvent.SCHEDULE)
+            self._apply(record, TaskEvent.SCHEDULE)
             self.schedule.push(spec.eta, task_id)
         else:
-            record.apply(TaskEvent.ENQUEUE)
+            self._apply(record, TaskEvent.ENQUEUE)
             self.queues.push(task_id, priority)
         return task_id
+
+    def _apply(self, record: TaskRecord, event: TaskEvent) -> None:
+        state = record.apply(event)
+        if self.record_changes:
+            self.changes.append(
+                Change(state, record.id, record.name, record.worker_id, record.attempts)
+            )
+
+    def take_changes(self) -> list[Change]:
+        changes, self.changes = self.changes, []
+        return changes
 
     def release_due(self, now: float) -> int:
         """Queue every delayed or retrying task whose time has come, and run the periodic
@@ -180,7 +205,7 @@ class TaskBoard:
                 queued += self._tick(self.periodics[key.removeprefix(_PERIODIC)], now)
                 continue
             record = self._tasks[key]
-            record.apply(TaskEvent.DUE)
+            self._apply(record, TaskEvent.DUE)
             self.queues.push(key, record.priority)
             queued += 1
         return queued
@@ -343,9 +368,9 @@ class TaskBoard:
                 self.queues.push(task_id, record.priority, front=True)
                 continue
             plan_bytes[chosen] = batch_bytes
-            record.apply(TaskEvent.ASSIGN)
             record.attempts += 1
             record.worker_id = chosen
+            self._apply(record, TaskEvent.ASSIGN)
             slot.in_flight[task_id] = None
             slot.assigned_total += 1
             plan.setdefault(chosen, []).append(record.assignment())
@@ -367,7 +392,7 @@ class TaskBoard:
         for task_id in started:
             record = self._held_by(task_id, worker_id)
             if record is not None and record.state == TaskState.ASSIGNED:
-                record.apply(TaskEvent.START)
+                self._apply(record, TaskEvent.START)
                 record.started_at = now
         finished = []
         for outcome in outcomes:
@@ -403,8 +428,8 @@ class TaskBoard:
     def _retry(self, record: TaskRecord, error: TaskError, policy: RetryPolicy, now: float) -> None:
         """FAILURE -> RETRYING in one step; queued again when the backoff is over."""
         record.attempt_errors.append(error)
-        record.apply(TaskEvent.FAIL)
-        record.apply(TaskEvent.RETRY)
+        self._apply(record, TaskEvent.FAIL)
+        self._apply(record, TaskEvent.RETRY)
         record.retries += 1
         record.worker_id = None
         record.started_at = None
@@ -427,14 +452,14 @@ class TaskBoard:
                 reason="worker_lost",
             )
             return self._finish(record, TaskEvent.FAIL, now)
-        record.apply(TaskEvent.REQUEUE)
+        self._apply(record, TaskEvent.REQUEUE)
         record.worker_id = None
         record.started_at = None
         self.queues.push(record.id, record.priority, front=True)
         return None
 
     def _finish(self, record: TaskRecord, event: TaskEvent, now: float) -> TaskResult:
-        record.apply(event)
+        self._apply(record, event)
         record.finished_at = now
         del self._tasks[record.id]
         result = record.snapshot()
