@@ -9,11 +9,11 @@ never measured, or of a slow name, never joins a chunk, so it cannot hold back t
 queued behind it: other lanes take those.
 
 A task can be stopped, by its ``timeout`` or because the control plane cancelled it: an
-async task is cancelled (``CancelledError`` inside it); a sync task running alone on a
-thread cannot be interrupted, so it is abandoned (its result is discarded) and its slot
-freed at once; the thread pool keeps spare threads for such stragglers. Either way the
-control plane gets an outcome saying ``timeout`` or ``cancelled``. A task with a timeout
-never shares a chunk.
+async task is cancelled (``CancelledError`` inside it). A sync task cannot be interrupted:
+it is abandoned to its thread and its result discarded; a sync task with a timeout (which
+never shares a chunk) also gives its slot back at once, the thread pool keeping spare
+threads for such stragglers, while one without keeps its slot until it returns. Either
+way the control plane gets an outcome saying ``timeout`` or ``cancelled`` at once.
 
 The same measurement gives the prefetch hint the subworker sends the control plane: how
 many tasks beyond ``concurrency`` it wants buffered, about 5 ms of work per slot. That
@@ -139,7 +139,7 @@ class TaskRunner:
             stop = self._stops.get(task_id)
             if stop is not None and not stop.done():
                 stop.set_result("cancelled")
-            elif stop is None:  # one of a chunk of quick tasks: just discard its result
+            elif stop is None:  # no timeout: discard its result; the slot frees when it ends
                 self._abandoned.add(task_id)
                 self._on_finished([stopped(_placeholder(task_id), "cancelled")])
         if queued:
@@ -185,9 +185,10 @@ class TaskRunner:
     async def _outcomes_of(
         self, running: asyncio.Future[list[Outcome]], chunk: list[Assignment]
     ) -> list[Outcome]:
-        """The chunk's outcomes; a task running alone may be stopped (timeout, cancel),
-        and is then abandoned to its thread while its slot is given back."""
-        if len(chunk) > 1:
+        """The chunk's outcomes. A task with a timeout (always alone in its chunk) may be
+        stopped, by the timeout or a cancel, and is then abandoned to its thread while its
+        slot is given back; other tasks are simply awaited (the common, cheaper path)."""
+        if len(chunk) > 1 or chunk[0].timeout is None:
             return self._kept(await running)
         [assignment] = chunk
         stop: asyncio.Future[str] = asyncio.get_running_loop().create_future()
