@@ -4,10 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 
+import pytest
 from harness import Cluster, wait_until
 
 from fastworker import Client, TaskStatus
+
+
+@pytest.fixture
+async def one_slot(cluster: Cluster) -> AsyncIterator[Client]:
+    """A client of a control plane whose only worker is a subworker with one slot."""
+    cluster.control_plane(local_concurrency=0)
+    cluster.subworker(concurrency=1)
+    async with cluster.client() as client:
+        await cluster.workers(client, 1)
+        yield client
 
 
 async def _running(client: Client, task_id: str) -> bool:
@@ -16,38 +28,32 @@ async def _running(client: Client, task_id: str) -> bool:
 
 
 async def test_a_running_async_task_is_cancelled_and_its_slot_takes_new_work_at_once(
-    cluster: Cluster,
+    one_slot: Client,
 ) -> None:
     # Given a subworker with one slot, busy with a long async task
-    cluster.control_plane(local_concurrency=0)
-    cluster.subworker(concurrency=1)
-    async with cluster.client() as client:
-        await cluster.workers(client, 1)
-        long_id = await client.delay("nap", 60)
-        await wait_until(lambda: _running(client, long_id), what="the long task to run")
-        # When it is cancelled
-        started = time.monotonic()
-        assert await client.cancel_task(long_id) is True
-        # Then the slot is free for the next task straight away
-        follow = await client.submit_task("add", args=(1, 1), timeout=10)
-        assert follow.result == 2
-        assert time.monotonic() - started < 3
-        cancelled = await client.get_task_result(long_id)
+    client = one_slot
+    long_id = await client.delay("nap", 60)
+    await wait_until(lambda: _running(client, long_id), what="the long task to run")
+    # When it is cancelled
+    started = time.monotonic()
+    assert await client.cancel_task(long_id) is True
+    # Then the slot is free for the next task straight away
+    follow = await client.submit_task("add", args=(1, 1), timeout=10)
+    assert follow.result == 2
+    assert time.monotonic() - started < 3
+    cancelled = await client.get_task_result(long_id)
     assert cancelled is not None
     assert cancelled.status == TaskStatus.CANCELLED
 
 
 async def test_an_async_task_over_its_timeout_fails_with_reason_timeout(
-    cluster: Cluster,
+    one_slot: Client,
 ) -> None:
-    cluster.control_plane(local_concurrency=0)
-    cluster.subworker(concurrency=1)
-    async with cluster.client() as client:
-        await cluster.workers(client, 1)
-        started = time.monotonic()
-        result = await client.submit_task("overrun", args=(60,), timeout=10)
-        assert time.monotonic() - started < 5
-        follow = await client.submit_task("add", args=(2, 2), timeout=10)
+    client = one_slot
+    started = time.monotonic()
+    result = await client.submit_task("overrun", args=(60,), timeout=10)
+    assert time.monotonic() - started < 5
+    follow = await client.submit_task("add", args=(2, 2), timeout=10)
     assert result.status == TaskStatus.FAILURE
     assert result.error is not None
     assert result.error.reason == "timeout"
@@ -55,15 +61,12 @@ async def test_an_async_task_over_its_timeout_fails_with_reason_timeout(
 
 
 async def test_a_sync_task_over_its_time_limit_is_abandoned_and_its_slot_freed(
-    cluster: Cluster,
+    one_slot: Client,
 ) -> None:
-    cluster.control_plane(local_concurrency=0)
-    cluster.subworker(concurrency=1)
-    async with cluster.client() as client:
-        await cluster.workers(client, 1)
-        blocked = await client.apply_async("block", (5,), time_limit=0.3)
-        result = await client.wait_result(blocked, timeout=10)
-        follow = await client.submit_task("add", args=(3, 3), timeout=4)
+    client = one_slot
+    blocked = await client.apply_async("block", (5,), time_limit=0.3)
+    result = await client.wait_result(blocked, timeout=10)
+    follow = await client.submit_task("add", args=(3, 3), timeout=4)
     assert result.status == TaskStatus.FAILURE
     assert result.error is not None
     assert result.error.reason == "timeout"
