@@ -52,7 +52,13 @@ def test_an_assignment_carries_the_task_and_marks_it_assigned() -> None:
 
     plan = board.dispatch(["w1"])
 
-    assert plan == {"w1": [Assignment(id="t1", name="add", args=[1], kwargs={"y": 2}, attempt=1)]}
+    assert plan == {
+        "w1": [
+            Assignment(
+                id="t1", name="add", args=[1], kwargs={"y": 2}, attempt=1, priority=Priority.NORMAL
+            )
+        ]
+    }
     result = board.get("t1", NOW)
     assert result is not None
     assert (result.status, result.worker_id, result.attempts) == (TaskState.ASSIGNED, "w1", 1)

@@ -30,6 +30,7 @@ from fastworker.errors import (
     TaskNotFound,
     Timeout,
 )
+from fastworker.tracing import send_spans
 from fastworker_protocol import (
     DEFAULT_DISCOVERY_ADDRESS,
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -202,7 +203,9 @@ class Client:
             max_retries=max_retries,
             timeout=time_limit,
         )
-        return await self._coalescers[_priority(task, priority)].submit(spec)
+        queue = _priority(task, priority)
+        with send_spans([spec], queue) as (traced,):
+            return await self._coalescers[queue].submit(traced)
 
     async def delay_with_callback(
         self,
@@ -251,8 +254,9 @@ class Client:
         :class:`Timeout` if it is not final in time.
         """
         wait = self.timeout if timeout is None else timeout
-        spec = _spec(task_name, args, kwargs, None)
-        reply = await self._send_submit(_priority(task_name, priority), [spec], wait, Results)
+        queue = _priority(task_name, priority)
+        with send_spans([_spec(task_name, args, kwargs, None)], queue) as (spec,):
+            reply = await self._send_submit(queue, [spec], wait, Results)
         return self._final(spec.id, reply.results[0], wait)
 
     async def submit_batch(
@@ -271,12 +275,16 @@ class Client:
             by_priority.setdefault(_priority(b.task_name, b.priority), []).append(spec)
             ids.append(spec.id)
         sends = [
-            self._send_submit(p, specs[i : i + BATCH_CHUNK], None, Accepted)
+            self._send_chunk(p, specs[i : i + BATCH_CHUNK])
             for p, specs in by_priority.items()
             for i in range(0, len(specs), BATCH_CHUNK)
         ]
         await asyncio.gather(*sends)
         return ids
+
+    async def _send_chunk(self, priority: Priority, specs: list[TaskSpec]) -> None:
+        with send_spans(specs, priority) as traced:
+            await self._send_submit(priority, traced, None, Accepted)
 
     def _batch_sender(self, priority: Priority) -> SendBatch:
         async def send(specs: list[TaskSpec]) -> Accepted:

@@ -66,6 +66,7 @@ class Assignment(Record):
     headers: dict[str, str] = {}
     attempt: int = 1
     timeout: float | None = None
+    priority: Priority | None = None  # the queue it came from (for traces and logs)
 
 
 class TaskError(Record):

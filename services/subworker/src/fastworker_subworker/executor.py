@@ -14,11 +14,13 @@ import msgspec
 
 from fastworker import TaskRegistry
 from fastworker_protocol import Assignment, Outcome, TaskError
+from fastworker_subworker.instrument import TaskInstrument
 
 
 class Executor:
-    def __init__(self, registry: TaskRegistry) -> None:
+    def __init__(self, registry: TaskRegistry, instrument: TaskInstrument | None = None) -> None:
         self._registry = registry
+        self._instrument = instrument or TaskInstrument("")
 
     def is_async(self, assignment: Assignment) -> bool:
         task = self._registry.get(assignment.name)
@@ -28,25 +30,36 @@ class Executor:
         """Await an async task (cancellation propagates into it)."""
         started = time.time()
         task = self._registry.get(assignment.name)
+        scope = self._instrument.begin(assignment)
+        outcome, error = None, None
         try:
             if task is None:
                 raise _unknown(assignment)
             value = await task.fn(*assignment.args, **assignment.kwargs)
         except Exception as exc:
-            return _failure(assignment, started, exc)
-        return _success(assignment, started, value)
+            outcome, error = _failure(assignment, started, exc), exc
+        else:
+            outcome = _success(assignment, started, value)
+        finally:
+            self._instrument.end(scope, outcome, error)
+        return outcome
 
     def run_sync(self, assignment: Assignment) -> Outcome:
         """Call a sync task; blocks, so callers run it on a worker thread."""
         started = time.time()
         task = self._registry.get(assignment.name)
+        scope = self._instrument.begin(assignment)
+        error = None
         try:
             if task is None:
                 raise _unknown(assignment)
             value = task.fn(*assignment.args, **assignment.kwargs)
         except BaseException as exc:  # even SystemExit: on a worker thread it is just a failure
-            return _failure(assignment, started, exc)
-        return _success(assignment, started, value)
+            outcome, error = _failure(assignment, started, exc), exc
+        else:
+            outcome = _success(assignment, started, value)
+        self._instrument.end(scope, outcome, error)
+        return outcome
 
 
 def _unknown(assignment: Assignment) -> LookupError:

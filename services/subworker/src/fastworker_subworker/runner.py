@@ -35,6 +35,7 @@ from typing import Any
 
 from fastworker_protocol import Assignment, Outcome, TaskError
 from fastworker_subworker.executor import Executor
+from fastworker_subworker.stats import RunStats
 
 CHUNK_WORK = 0.002  # seconds of sync work handed to a thread at once
 MAX_CHUNK = 64
@@ -71,6 +72,7 @@ class TaskRunner:
         self._idle = asyncio.Event()
         self._idle.set()
         self.mean_duration: float | None = None
+        self.stats = RunStats()
         self._durations: dict[str, float] = {}  # per task name, moving average
 
     @property
@@ -143,7 +145,10 @@ class TaskRunner:
                 self._abandoned.add(task_id)
                 self._on_finished([stopped(_placeholder(task_id), "cancelled")])
         if queued:
-            self._on_finished([stopped(a, "cancelled") for a in queued])
+            outcomes = [stopped(a, "cancelled") for a in queued]
+            for assignment, outcome in zip(queued, outcomes, strict=True):
+                self.stats.record(assignment.name, outcome)
+            self._on_finished(outcomes)
         self._update_idle()
 
     def _async_done(self, task: asyncio.Task[None]) -> None:
@@ -231,6 +236,7 @@ class TaskRunner:
 
     def _measure(self, runs: Iterable[tuple[Assignment, Outcome]]) -> None:
         for assignment, o in runs:
+            self.stats.record(assignment.name, o)
             if o.started_at is None or o.finished_at is None:
                 continue
             duration = o.finished_at - o.started_at

@@ -23,6 +23,7 @@ import structlog
 from fastworker import ControlPlaneUnavailable, RequestRejected, TaskRegistry, Timeout
 from fastworker import default_registry as _default_registry
 from fastworker._discovery import DiscoveryPeer
+from fastworker.tracing import active_tracer
 from fastworker_protocol import (
     DEFAULT_DISCOVERY_ADDRESS,
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -35,6 +36,7 @@ from fastworker_protocol import (
 )
 from fastworker_subworker.exchange import Exchange, Outbox
 from fastworker_subworker.executor import Executor
+from fastworker_subworker.instrument import TaskInstrument
 from fastworker_subworker.link import ControlPlaneLink
 from fastworker_subworker.runner import TaskRunner
 
@@ -112,7 +114,7 @@ class Subworker:
             else DiscoveryPeer(self.config.discovery_address, self._codec, role="subworker")
         )
         runner = TaskRunner(
-            Executor(self.registry),
+            Executor(self.registry, TaskInstrument(self.worker_id, active_tracer())),
             self.config.concurrency,
             self._outbox.started,
             self._outbox.finished,

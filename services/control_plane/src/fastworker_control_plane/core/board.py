@@ -23,6 +23,7 @@ from fastworker_control_plane.core.records import TaskRecord
 from fastworker_control_plane.core.result_cache import DEFAULT_MAX_SIZE, DEFAULT_TTL, ResultCache
 from fastworker_control_plane.core.retry_policy import RetryPolicy, Uniform
 from fastworker_control_plane.core.schedule import Schedule
+from fastworker_control_plane.core.stats import Tally, TaskStats
 from fastworker_control_plane.core.workers import WorkerRegistry, WorkerSlot
 from fastworker_protocol import (
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -56,6 +57,11 @@ def _size(spec: TaskSpec) -> int:
 
 _HELD = (TaskState.ASSIGNED, TaskState.RUNNING)
 _WAITING_FOR_TIME = (TaskState.SCHEDULED, TaskState.RETRYING)
+_TALLIES = {
+    TaskEvent.SUCCEED: Tally.SUCCEEDED,
+    TaskEvent.FAIL: Tally.FAILED,
+    TaskEvent.CANCEL: Tally.CANCELLED,
+}
 _PERIODIC = "periodic:"  # scheduler-heap keys of periodic ticks (task ids are the others)
 
 
@@ -111,9 +117,12 @@ class TaskBoard:
         self.record_changes = False
         self.changes: list[Change] = []
         self.workers = WorkerRegistry()
-        self.results: ResultCache[TaskResult] = ResultCache(
+        # Finished tasks, kept whole (their arguments too) for reads and the dashboard.
+        self.results: ResultCache[TaskRecord] = ResultCache(
             self.config.result_max_size, self.config.result_ttl
         )
+        self.stats = TaskStats()
+        self.signatures: dict[str, TaskSignature] = {}
         self._tasks: dict[str, TaskRecord] = {}
         self._checkers: dict[str, ArgumentChecker] = {}
 
@@ -177,6 +186,7 @@ class TaskBoard:
         if record.timeout is None:
             record.timeout = self._timeouts.get(record.name)
         self._tasks[task_id] = record
+        self.stats.count(Tally.SUBMITTED, record.name, record.priority)
         if spec.eta is not None and spec.eta > now:
             self._apply(record, TaskEvent.SCHEDULE)
             self.schedule.push(spec.eta, task_id)
@@ -206,6 +216,7 @@ class TaskBoard:
                 continue
             record = self._tasks[key]
             self._apply(record, TaskEvent.DUE)
+            record.queued_at = now
             self.queues.push(key, record.priority)
             queued += 1
         return queued
@@ -272,6 +283,7 @@ class TaskBoard:
             self._checkers.update({s.name: ArgumentChecker(s) for s in signatures})
         except (ValueError, TypeError) as exc:
             raise Rejected(ErrorCode.INVALID_MESSAGE, f"bad task signature: {exc}") from None
+        self.signatures.update({s.name: s for s in signatures})
         self._policies.update({s.name: RetryPolicy.of(s) for s in signatures})
         self._timeouts.update({s.name: s.timeout for s in signatures if s.timeout is not None})
 
@@ -392,8 +404,8 @@ class TaskBoard:
         for task_id in started:
             record = self._held_by(task_id, worker_id)
             if record is not None and record.state == TaskState.ASSIGNED:
+                self._started(record, now)
                 self._apply(record, TaskEvent.START)
-                record.started_at = now
         finished = []
         for outcome in outcomes:
             if slot.in_flight.pop(outcome.task_id, False) is None:
@@ -408,7 +420,12 @@ class TaskBoard:
 
     def _apply_outcome(self, record: TaskRecord, outcome: Outcome, now: float) -> TaskResult | None:
         if record.started_at is None:
-            record.started_at = outcome.started_at or now
+            self._started(record, outcome.started_at or now)
+        if outcome.started_at is not None and outcome.finished_at is not None:
+            ran = outcome.finished_at - outcome.started_at  # the subworker's own clock
+        else:
+            ran = now - (record.started_at or now)
+        self.stats.ran(record.name, record.priority, ran)
         if outcome.requeue:
             return self._redeliver(record, now, reason="interrupted")
         if outcome.ok:
@@ -425,8 +442,13 @@ class TaskBoard:
         record.error = error
         return self._finish(record, TaskEvent.FAIL, now)
 
+    def _started(self, record: TaskRecord, at: float) -> None:
+        record.started_at = at
+        self.stats.started(record.name, record.priority, at - record.queued_at)
+
     def _retry(self, record: TaskRecord, error: TaskError, policy: RetryPolicy, now: float) -> None:
         """FAILURE -> RETRYING in one step; queued again when the backoff is over."""
+        self.stats.count(Tally.RETRIED, record.name, record.priority)
         record.attempt_errors.append(error)
         self._apply(record, TaskEvent.FAIL)
         self._apply(record, TaskEvent.RETRY)
@@ -455,6 +477,7 @@ class TaskBoard:
         self._apply(record, TaskEvent.REQUEUE)
         record.worker_id = None
         record.started_at = None
+        record.queued_at = now
         self.queues.push(record.id, record.priority, front=True)
         return None
 
@@ -462,17 +485,20 @@ class TaskBoard:
         self._apply(record, event)
         record.finished_at = now
         del self._tasks[record.id]
-        result = record.snapshot()
-        self.results.put(record.id, result, now)
-        return result
+        self.results.put(record.id, record, now)
+        self.stats.finished(_TALLIES[event], record.name, record.priority, now)
+        return record.snapshot()
 
     # --- queries and cancel ----------------------------------------------------------------------
 
     def get(self, task_id: str, now: float) -> TaskResult | None:
+        record = self.record(task_id, now)
+        return None if record is None else record.snapshot()
+
+    def record(self, task_id: str, now: float) -> TaskRecord | None:
+        """A live task, or a finished one still in the result cache (not to be changed)."""
         record = self._tasks.get(task_id)
-        if record is not None:
-            return record.snapshot()
-        return self.results.get(task_id, now)
+        return record if record is not None else self.results.get(task_id, now)
 
     def cancel(self, task_id: str, now: float) -> tuple[TaskResult, bool]:
         """Cancel a task that is not final. A running task's eventual outcome is discarded.
@@ -484,17 +510,17 @@ class TaskBoard:
             final = self.results.get(task_id, now)
             if final is None:
                 raise Rejected(ErrorCode.TASK_NOT_FOUND, f"task {task_id} is unknown or expired")
-            return final, False
+            return final.snapshot(), False
         if record.state == TaskState.QUEUED:
             self.queues.discard(record.priority)
         return self._finish(record, TaskEvent.CANCEL, now), True
 
     def list_tasks(self, status: TaskState | None, limit: int, now: float) -> list[TaskResult]:
         """Most recent first: live tasks, then cached results."""
-        live = (r.snapshot() for r in reversed(self._tasks.values()))
+        live = reversed(self._tasks.values())
         done = sorted(self.results.values(now), key=lambda r: r.finished_at or 0, reverse=True)
-        matching = (r for r in chain(live, done) if status is None or r.status == status)
-        return list(islice(matching, max(0, limit)))
+        matching = (r for r in chain(live, done) if status is None or r.state == status)
+        return [r.snapshot() for r in islice(matching, max(0, limit))]
 
     def __len__(self) -> int:
         """Live (not final) tasks."""

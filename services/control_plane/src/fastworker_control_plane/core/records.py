@@ -28,6 +28,7 @@ class TaskRecord(msgspec.Struct, gc=False):
     kwargs: dict[str, Any]
     headers: dict[str, str]
     submitted_at: float
+    queued_at: float = 0.0  # when it last joined a queue, for the queue-wait histogram
     size: int = 0  # encoded bytes (plus Assign overhead), to keep Assign replies in bounds
     state: TaskState = TaskState.PENDING
     attempts: int = 0
@@ -53,6 +54,7 @@ class TaskRecord(msgspec.Struct, gc=False):
             spec.kwargs,
             spec.headers,
             now,
+            now,
             size,
             eta=spec.eta,
             max_retries=spec.max_retries,
@@ -73,6 +75,7 @@ class TaskRecord(msgspec.Struct, gc=False):
             headers=self.headers,
             attempt=self.attempts,
             timeout=self.timeout,
+            priority=self.priority,
         )
 
     def snapshot(self) -> TaskResult:

@@ -1,0 +1,204 @@
+"""OpenTelemetry for FastWorker: one trace per task across the client, the control plane
+and the subworker.
+
+The W3C trace context travels in the task's ``headers`` (``traceparent``), so the
+client's ``send`` span, the control plane's ``dispatch`` span (one per attempt) and the
+subworker's ``process`` span (one per attempt) link up as parent and child. Span names and
+attributes follow OpenTelemetry's messaging conventions, with the priority queue as the
+destination and the task id as the message id.
+
+The SDK itself only uses the OpenTelemetry API: an application that has not configured a
+tracer provider pays one ``isinstance`` per submission, no spans. Processes that export
+call :func:`configure_tracing`, which reads the standard ``OTEL_*`` variables.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, cast
+
+import msgspec
+from opentelemetry import propagate, trace
+from opentelemetry.trace import Span, SpanKind, StatusCode, Tracer
+
+from fastworker_protocol import Priority, TaskSpec
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+__all__ = [
+    "TRACEPARENT",
+    "TracingUnavailable",
+    "active_tracer",
+    "configure_tracing",
+    "mark_failed",
+    "messaging_attributes",
+    "send_spans",
+    "trace_id_of",
+    "tracing_requested",
+]
+
+TRACEPARENT = "traceparent"
+MESSAGING_SYSTEM = "fastworker"
+_INSTRUMENTATION = "fastworker"
+
+
+class TracingUnavailable(RuntimeError):
+    """Tracing was asked for (``OTEL_*``) but cannot be set up as asked."""
+
+
+def tracing_requested(env: Mapping[str, str]) -> bool:
+    """Whether the ``OTEL_*`` variables ask this process to export traces.
+
+    ``OTEL_SDK_DISABLED=true`` or ``OTEL_TRACES_EXPORTER=none`` turn tracing off; an
+    explicit ``OTEL_TRACES_EXPORTER`` or an OTLP endpoint turns it on. With none of them
+    set nothing is exported, so a process never fails on a collector nobody runs.
+    """
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    exporter = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if exporter:
+        return exporter != "none"
+    return bool(
+        env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    )
+
+
+def configure_tracing(
+    service_name: str, env: Mapping[str, str] | None = None
+) -> TracerProvider | None:
+    """Install a global tracer provider exporting over OTLP, if the environment asks for
+    it (see :func:`tracing_requested`); returns it, so the caller can ``shutdown()`` it
+    (which flushes) on exit. ``OTEL_SERVICE_NAME`` overrides ``service_name``.
+
+    Needs the ``otel`` extra (``pip install 'fastworker[otel]'``).
+    """
+    env = os.environ if env is None else env
+    if not tracing_requested(env):
+        return None
+    try:
+        from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+    except ImportError as exc:
+        raise TracingUnavailable(
+            "tracing is configured (OTEL_*) but the OpenTelemetry SDK is not installed: "
+            "pip install 'fastworker[otel]'"
+        ) from exc
+    exporter: SpanExporter
+    kind = env.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() or "otlp"
+    if kind == "console":
+        exporter = ConsoleSpanExporter()
+    elif kind == "otlp":
+        exporter = _otlp_exporter(env)
+    else:
+        raise TracingUnavailable(
+            f"OTEL_TRACES_EXPORTER={kind!r} is not supported: use otlp, console or none"
+        )
+    name = env.get("OTEL_SERVICE_NAME") or service_name
+    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: name}))
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    return provider
+
+
+def _otlp_exporter(env: Mapping[str, str]) -> SpanExporter:
+    protocol = (
+        env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "http/protobuf"
+    ).strip()
+    if protocol == "http/protobuf":
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        return OTLPSpanExporter()
+    if protocol == "grpc":
+        try:
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # type: ignore[import-not-found,unused-ignore]
+                OTLPSpanExporter as GrpcSpanExporter,
+            )
+        except ImportError as exc:
+            raise TracingUnavailable(
+                "OTEL_EXPORTER_OTLP_PROTOCOL=grpc needs opentelemetry-exporter-otlp-proto-grpc "
+                "installed (or use http/protobuf, port 4318)"
+            ) from exc
+        return cast("SpanExporter", GrpcSpanExporter())
+    raise TracingUnavailable(
+        f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r} is not supported: use http/protobuf or grpc"
+    )
+
+
+_tracers: dict[int, Tracer] = {}  # by id of the global provider (set once per process)
+
+
+def active_tracer() -> Tracer | None:
+    """FastWorker's tracer if a real tracer provider is installed, else ``None``."""
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+        return None
+    tracer = _tracers.get(id(provider))
+    if tracer is None:
+        from fastworker import __version__
+
+        tracer = _tracers[id(provider)] = provider.get_tracer(_INSTRUMENTATION, __version__)
+    return tracer
+
+
+def messaging_attributes(
+    operation: str, operation_type: str, name: str, task_id: str, priority: str
+) -> dict[str, str]:
+    return {
+        "messaging.system": MESSAGING_SYSTEM,
+        "messaging.operation.name": operation,
+        "messaging.operation.type": operation_type,
+        "messaging.destination.name": priority,
+        "messaging.message.id": task_id,
+        "fastworker.task.name": name,
+    }
+
+
+def trace_id_of(headers: Mapping[str, str]) -> str | None:
+    """The trace id in a task's ``traceparent`` header, if it has a valid one."""
+    parts = headers.get(TRACEPARENT, "").split("-")
+    if len(parts) == 4 and len(parts[1]) == 32 and parts[1] != "0" * 32:
+        return parts[1]
+    return None
+
+
+def mark_failed(span: Span, error_type: str, message: str = "") -> None:
+    span.set_attribute("error.type", error_type)
+    span.set_status(StatusCode.ERROR, message or error_type)
+
+
+@contextlib.contextmanager
+def send_spans(specs: Sequence[TaskSpec], priority: Priority) -> Iterator[list[TaskSpec]]:
+    """A ``send {task}`` PRODUCER span around submitting each spec; yields the specs
+    with each span's context in its headers (the specs themselves if not tracing)."""
+    tracer = active_tracer()
+    if tracer is None:
+        yield list(specs)
+        return
+    spans, traced = [], []
+    for spec in specs:
+        span = tracer.start_span(
+            f"send {spec.name}",
+            kind=SpanKind.PRODUCER,
+            attributes=messaging_attributes("send", "send", spec.name, spec.id, priority),
+        )
+        headers = dict(spec.headers)
+        propagate.inject(headers, context=trace.set_span_in_context(span))
+        traced.append(msgspec.structs.replace(spec, headers=headers))
+        spans.append(span)
+    try:
+        yield traced
+    except BaseException as exc:
+        for span in spans:
+            span.record_exception(exc)
+            mark_failed(span, type(exc).__qualname__, str(exc))
+        raise
+    finally:
+        for span in spans:
+            span.end()

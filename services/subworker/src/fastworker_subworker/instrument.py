@@ -1,0 +1,81 @@
+"""What surrounds each task run: its log fields and, when tracing, its ``process`` span.
+
+While a task runs, ``task_id``, ``task_name``, ``worker_id`` and ``trace_id`` are bound
+in structlog's context variables, so every log line the task writes (through structlog
+or the standard ``logging`` module) carries them. With a tracer, the run is a
+``process {task}`` CONSUMER span, child of the control plane's ``dispatch`` span, and the
+current span while the task runs (spans the task makes nest under it).
+
+Never raises into the task run: instrumentation failing must not fail a task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextvars import Token
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from opentelemetry import context, propagate, trace
+from opentelemetry.trace import Span, SpanKind, Tracer
+
+from fastworker.tracing import mark_failed, messaging_attributes, trace_id_of
+from fastworker_protocol import Assignment, Outcome
+
+
+@dataclass(slots=True)
+class Scope:
+    log_tokens: Mapping[str, Token[Any]]
+    span: Span | None = None
+    context_token: Token[context.Context] | None = None
+
+
+class TaskInstrument:
+    def __init__(self, worker_id: str, tracer: Tracer | None = None) -> None:
+        self.worker_id = worker_id
+        self.tracer = tracer
+
+    def begin(self, assignment: Assignment) -> Scope:
+        trace_id = trace_id_of(assignment.headers)
+        scope = Scope(
+            structlog.contextvars.bind_contextvars(
+                task_id=assignment.id,
+                task_name=assignment.name,
+                worker_id=self.worker_id,
+                trace_id=trace_id,
+            )
+        )
+        if self.tracer is not None:
+            scope.span = self.tracer.start_span(
+                f"process {assignment.name}",
+                context=propagate.extract(assignment.headers),
+                kind=SpanKind.CONSUMER,
+                attributes={
+                    **messaging_attributes(
+                        "process",
+                        "process",
+                        assignment.name,
+                        assignment.id,
+                        assignment.priority or "",
+                    ),
+                    "fastworker.attempt": assignment.attempt,
+                    "fastworker.worker_id": self.worker_id,
+                },
+            )
+            scope.context_token = context.attach(trace.set_span_in_context(scope.span))
+        return scope
+
+    def end(self, scope: Scope, outcome: Outcome | None, exc: BaseException | None = None) -> None:
+        """Close the scope; ``outcome`` is ``None`` when the run was cancelled."""
+        if scope.span is not None:
+            if exc is not None:
+                scope.span.record_exception(exc)
+            if outcome is None:
+                mark_failed(scope.span, "cancelled")
+            elif not outcome.ok and outcome.error is not None:
+                mark_failed(scope.span, outcome.error.type, outcome.error.message)
+            scope.span.end()
+        if scope.context_token is not None:
+            context.detach(scope.context_token)
+        structlog.contextvars.reset_contextvars(**scope.log_tokens)
