@@ -18,7 +18,15 @@ FLOOR_BATCH = 1_000  # tasks per message in floor.tasks_per_s.batched
 FLOOR_BATCHES_IN_FLIGHT = 4
 SHUTDOWN_TIMEOUT_S = 5  # how long a stopping process may drain (a stop kills after 15 s)
 COMMON_FLAGS = ["--log-level", "warning", "--shutdown-timeout", str(SHUTDOWN_TIMEOUT_S)]
-CONTROL_PLANE_FLAGS = ["--result-max-size", str(RESULT_MAX_SIZE), *COMMON_FLAGS]
+# The HTTP port is off so runs never collide on 8080; idle, it costs nothing per task (the
+# statistics behind /metrics are recorded either way).
+CONTROL_PLANE_FLAGS = [
+    "--result-max-size",
+    str(RESULT_MAX_SIZE),
+    "--http-port",
+    "0",
+    *COMMON_FLAGS,
+]
 SUBWORKER_FLAGS = list(COMMON_FLAGS)
 
 

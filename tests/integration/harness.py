@@ -94,6 +94,11 @@ class Cluster:
     base_port: int = field(default_factory=lambda: free_port_block(6))
     discovery_port: int = field(default_factory=lambda: free_port_block(1))
     procs: list[Proc] = field(default_factory=list)
+    http_port: int = 0  # the HTTP port of the last control plane started
+
+    @property
+    def http(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
 
     @property
     def discovery(self) -> str:
@@ -106,6 +111,11 @@ class Cluster:
         return env
 
     def spawn(self, name: str, *args: str, env: dict[str, str] | None = None) -> Proc:
+        """Run ``fastworker ARGS``; a control plane gets a free HTTP port (``http_port``)
+        unless ARGS choose one."""
+        if args[:1] == ("control-plane",) and "--http-port" not in args:
+            self.http_port = free_port_block(1)
+            args = (*args, "--http-port", str(self.http_port))
         log = self.tmp / f"{name}-{len(self.procs)}.log"
         with log.open("wb") as out:
             popen = subprocess.Popen(

@@ -24,7 +24,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import cast
 
-from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -147,7 +146,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
     def _reject(self, status: int, reason: str) -> None:
         self.receiver._record_rejection(status, reason)
@@ -187,7 +187,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._body()
         try:
             request = ExportTraceServiceRequest.FromString(body)
-        except DecodeError as exc:
+        except Exception as exc:  # google.protobuf's DecodeError (it ships no type stubs)
             raise _Rejected(400, f"not an ExportTraceServiceRequest: {exc}") from None
         self.receiver._add(decode_spans(request))
         self._reply(200, ExportTraceServiceResponse().SerializeToString(), PROTOBUF)
@@ -203,7 +203,20 @@ class _Handler(BaseHTTPRequestHandler):
     def _not_found(self) -> None:
         self._reject(404, f"{self.command} {self.path} not served; POST {TRACES_PATH}")
 
-    do_GET = do_PUT = do_DELETE = do_PATCH = do_HEAD = _not_found
+    def do_GET(self) -> None:
+        self._not_found()
+
+    def do_HEAD(self) -> None:
+        self._not_found()
+
+    def do_PUT(self) -> None:
+        self._not_found()
+
+    def do_DELETE(self) -> None:
+        self._not_found()
+
+    def do_PATCH(self) -> None:
+        self._not_found()
 
 
 class OtlpReceiver:
@@ -348,7 +361,9 @@ class OtlpReceiver:
                 if remaining <= 0:
                     break
                 self._condition.wait(remaining)
-        raise AssertionError(f"timed out after {timeout} s waiting for {what}; got: {self.summary()}")
+        raise AssertionError(
+            f"timed out after {timeout} s waiting for {what}; got: {self.summary()}"
+        )
 
     async def wait_for_async(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -21,6 +22,8 @@ def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[OtlpReceiver]:
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")  # the exporter must talk to loopback directly
     with OtlpReceiver() as r:
         yield r
+    leaked = [t.name for t in threading.enumerate() if t.name.startswith("otlp-receiver")]
+    assert leaked == [], f"receiver threads still running: {leaked}"
 
 
 def _provider(
@@ -151,7 +154,9 @@ def test_wait_for_times_out_with_a_summary_of_what_arrived(receiver: OtlpReceive
     finally:
         provider.shutdown()
 
-    with pytest.raises(AssertionError, match=r"timed out after 0\.2 s waiting for two spans") as info:
+    with pytest.raises(
+        AssertionError, match=r"timed out after 0\.2 s waiting for two spans"
+    ) as info:
         receiver.wait_for(lambda spans: len(spans) >= 2, 0.2, "two spans")
     assert "lonely/only-one" in str(info.value)
 

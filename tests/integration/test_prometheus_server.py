@@ -113,7 +113,7 @@ def test_a_target_that_is_down_is_reported_with_its_error(tmp_path: Path) -> Non
 
 
 def test_targets_must_be_on_loopback(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="127.0.0.1:PORT"):
+    with pytest.raises(ValueError, match=r"'127\.0\.0\.1:PORT'"):
         PrometheusServer(tmp_path, {"remote": ["example.com:9090"]})
 
 

@@ -13,23 +13,25 @@ import pynng
 import structlog
 
 from fastworker import TaskRegistry, __version__, default_registry
+from fastworker.tracing import active_tracer
 from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_control_plane.core.board import BoardConfig, TaskBoard
+from fastworker_control_plane.dashboard.routes import DashboardRoutes
+from fastworker_control_plane.dashboard.views import Identity
 from fastworker_control_plane.engine import Clock, Engine
+from fastworker_control_plane.metrics import control_plane_registry
 from fastworker_control_plane.servers import registration, results, submission
 from fastworker_control_plane.servers.discovery import DiscoveryAnnouncer
 from fastworker_control_plane.servers.reply_server import Handler, ReplyServer
+from fastworker_control_plane.tracing import DispatchTracer
 from fastworker_protocol import Announce, Codec, Message, Priority
 from fastworker_subworker import Subworker, SubworkerConfig
+from fastworker_subworker.web import PortInUse, WebServer
 
 log = structlog.get_logger(__name__)
 
 _UPKEEP_INTERVAL = 1.0
 _SWEEP_EVERY = 30  # upkeep ticks between result-cache sweeps
-
-
-class PortInUse(OSError):
-    pass
 
 
 class ControlPlane:
@@ -60,6 +62,9 @@ class ControlPlane:
         self._background: list[asyncio.Task[None]] = []
         self._stop = asyncio.Event()
         self._local_address = f"inproc://fastworker-{self.instance_id}"
+        self._web: WebServer | None = None
+        self._serving = False
+        self.started_at = time.time()
 
     @property
     def announcement(self) -> Announce:
@@ -74,11 +79,35 @@ class ControlPlane:
 
     async def start(self) -> None:
         """Bind every socket and start serving; on failure nothing is left open."""
+        tracer = active_tracer()
+        if tracer is not None:
+            self.engine.dispatch_tracer = DispatchTracer(tracer)
         try:
             self._start()
+            await self._start_web()
         except BaseException:
             await self.close()
             raise
+        self._serving = True
+
+    async def _start_web(self) -> None:
+        if not self.config.http_port:
+            return
+        routes = DashboardRoutes(self.engine, Identity(self.instance_id, self.started_at))
+        self._web = WebServer(
+            "0.0.0.0" if self.config.host in {"*", ""} else self.config.host,
+            self.config.http_port,
+            control_plane_registry(self.engine, self._local),
+            self.readiness,
+            routes.routes(),
+        )
+        await self._web.start()
+
+    def readiness(self) -> str | None:
+        """``None`` while serving; otherwise why not (for ``/readyz``)."""
+        if not self.engine.accepting or self._stop.is_set():
+            return "stopping"
+        return None if self._serving else "starting"
 
     def _start(self) -> None:
         cfg, ports, engine = self.config, self.config.ports, self.engine
@@ -184,6 +213,9 @@ class ControlPlane:
             await asyncio.gather(self._local_run, return_exceptions=True)
             self._local, self._local_run = None, None
         self.engine.close()
+        if self._web is not None:
+            await self._web.close()
+            self._web = None
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)

@@ -7,10 +7,18 @@ import os
 import sys
 from collections.abc import Sequence
 
-from fastworker.cli.common import EXIT_USAGE, add_log_level, serve
+from fastworker.cli.common import (
+    EXIT_OK,
+    EXIT_TASK_FAILED,
+    EXIT_USAGE,
+    CommandError,
+    add_log_level,
+    serve,
+    traced,
+)
 from fastworker.log_setup import configure_logging
 from fastworker.options import add_option
-from fastworker_control_plane.app import ControlPlane, PortInUse
+from fastworker_control_plane.app import ControlPlane
 from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_protocol import (
     DEFAULT_BASE_PORT,
@@ -18,6 +26,7 @@ from fastworker_protocol import (
     DEFAULT_MAX_MESSAGE_SIZE,
 )
 from fastworker_subworker import TaskModuleError, load_task_modules
+from fastworker_subworker.web import PortInUse, check
 
 _D = ControlPlaneConfig.__dataclass_fields__
 
@@ -118,6 +127,19 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         default=_D["announce_interval"].default,
         help="seconds between discovery announcements",
     )
+    add_option(
+        parser,
+        "--http-port",
+        type=int,
+        default=_D["http_port"].default,
+        help="dashboard, JSON API, /metrics, /healthz and /readyz (0: off); binds --host",
+    )
+    add_option(
+        parser,
+        "--check",
+        switch=True,
+        help="ask a running control plane's /readyz (same --host/--http-port), exit 0 if ready",
+    )
     add_log_level(parser)
     parser.set_defaults(run=run)
     return parser
@@ -129,6 +151,8 @@ def command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.check:
+        return _check(args)
     configure_logging(args.log_level)
     try:
         load_task_modules(args.task_modules)
@@ -146,12 +170,23 @@ def run(args: argparse.Namespace) -> int:
             max_wait=args.max_wait,
             announce_interval=args.announce_interval,
             max_message_size=args.max_message_size,
+            http_port=args.http_port,
         )
         plane = ControlPlane(config)
-        return serve(plane.run, plane.request_stop)
-    except (TaskModuleError, ValueError, PortInUse) as exc:
+        with traced("fastworker-control-plane"):
+            return serve(plane.run, plane.request_stop)
+    except (TaskModuleError, ValueError, PortInUse, CommandError) as exc:
         print(f"fastworker-control-plane: {exc}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def _check(args: argparse.Namespace) -> int:
+    if not args.http_port:
+        print("fastworker-control-plane: --check needs the HTTP port on", file=sys.stderr)
+        return EXIT_USAGE
+    ready, said = check(args.host, args.http_port)
+    print(said)
+    return EXIT_OK if ready else EXIT_TASK_FAILED
 
 
 def main(argv: Sequence[str] | None = None) -> int:

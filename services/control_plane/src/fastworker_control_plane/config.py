@@ -33,6 +33,7 @@ class ControlPlaneConfig:
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     max_wait: float = 3600.0
     announce_interval: float = 2.0
+    http_port: int = 8080  # dashboard, API, /metrics, health; 0 turns it off
 
     def __post_init__(self) -> None:
         PortMap(self.base_port)  # validates the range
@@ -43,6 +44,8 @@ class ControlPlaneConfig:
                 f"discovery port {self.discovery_port} collides with the "
                 f"{self.base_port}..{PortMap(self.base_port).registration} range"
             )
+        if not 0 <= self.http_port <= 65535:
+            raise ValueError(f"HTTP port {self.http_port} is outside 0..65535")
         if self.local_concurrency < 0:
             raise ValueError("local concurrency must be >= 0")
 

@@ -15,6 +15,7 @@ import structlog
 
 from fastworker_control_plane.core.board import Rejected, TaskBoard
 from fastworker_control_plane.events import DEFAULT_BACKLOG, EventBus, Subscription
+from fastworker_control_plane.tracing import DispatchTracer
 from fastworker_control_plane.waiters import CompletionWaiters
 from fastworker_protocol import (
     Assign,
@@ -48,6 +49,7 @@ class Engine:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_due: float | None = None
         self.accepting = True
+        self.dispatch_tracer: DispatchTracer | None = None  # set when exporting traces
 
     # --- clients -------------------------------------------------------------------------
 
@@ -220,6 +222,8 @@ class Engine:
         # A fetch whose handler was cancelled has a done future until its task runs again.
         ready = [worker_id for worker_id, f in self._fetches.items() if not f.done()]
         for worker_id, tasks in self.board.dispatch(ready).items():
+            if self.dispatch_tracer is not None:
+                tasks = self.dispatch_tracer.dispatched(self.board, worker_id, tasks, self.clock())
             self._fetches.pop(worker_id).set_result(tasks)
 
     def arm_timer(self) -> None:

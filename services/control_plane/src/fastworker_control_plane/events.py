@@ -44,6 +44,13 @@ class Subscription:
     async def get(self) -> Event:
         return await self._queue.get()
 
+    def take(self, limit: int) -> list[Event]:
+        """Up to ``limit`` waiting events, oldest first, without waiting."""
+        out: list[Event] = []
+        while len(out) < limit and not self._queue.empty():
+            out.append(self._queue.get_nowait())
+        return out
+
     async def __aiter__(self) -> AsyncIterator[Event]:
         while True:
             yield await self._queue.get()

@@ -8,14 +8,19 @@ import sys
 from collections.abc import Sequence
 
 from fastworker.cli.common import (
+    EXIT_OK,
+    EXIT_TASK_FAILED,
     EXIT_USAGE,
+    CommandError,
     add_log_level,
     serve,
+    traced,
 )
 from fastworker.log_setup import configure_logging
 from fastworker.options import add_option
 from fastworker_protocol import DEFAULT_DISCOVERY_ADDRESS, DEFAULT_MAX_MESSAGE_SIZE
 from fastworker_subworker.loader import TaskModuleError, load_task_modules
+from fastworker_subworker.web import PortInUse, check
 from fastworker_subworker.worker import Subworker, SubworkerConfig
 
 
@@ -52,6 +57,25 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         default=DEFAULT_MAX_MESSAGE_SIZE,
         help="largest message accepted, in bytes",
     )
+    add_option(
+        parser,
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve /metrics, /healthz and /readyz on this HTTP port (default: off)",
+    )
+    add_option(
+        parser,
+        "--metrics-host",
+        default="127.0.0.1",
+        help="address the HTTP port binds (0.0.0.0 in a container)",
+    )
+    add_option(
+        parser,
+        "--check",
+        switch=True,
+        help="ask a running subworker's /readyz (same --metrics-port) and exit 0 if ready",
+    )
     add_log_level(parser)
     parser.set_defaults(run=run)
     return parser
@@ -63,6 +87,8 @@ def command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.check:
+        return _check(args)
     configure_logging(args.log_level)
     try:
         load_task_modules(args.task_modules)
@@ -71,13 +97,29 @@ def run(args: argparse.Namespace) -> int:
             concurrency=args.concurrency,
             shutdown_timeout=args.shutdown_timeout,
             max_message_size=args.max_message_size,
+            metrics_host=args.metrics_host,
+            metrics_port=args.metrics_port,
             **({"name": args.name} if args.name else {}),
         )
         worker = Subworker(config)
     except (TaskModuleError, ValueError) as exc:
         print(f"fastworker-subworker: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    return serve(worker.run, worker.request_stop)
+    try:
+        with traced("fastworker-subworker"):
+            return serve(worker.run, worker.request_stop)
+    except (CommandError, PortInUse) as exc:
+        print(f"fastworker-subworker: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _check(args: argparse.Namespace) -> int:
+    if args.metrics_port is None:
+        print("fastworker-subworker: --check needs --metrics-port", file=sys.stderr)
+        return EXIT_USAGE
+    ready, said = check(args.metrics_host, args.metrics_port)
+    print(said)
+    return EXIT_OK if ready else EXIT_TASK_FAILED
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -49,7 +49,12 @@ Finished = Callable[[list[Outcome]], None]
 
 class TaskRunner:
     def __init__(
-        self, executor: Executor, concurrency: int, on_started: Started, on_finished: Finished
+        self,
+        executor: Executor,
+        concurrency: int,
+        on_started: Started,
+        on_finished: Finished,
+        stats: RunStats | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -72,7 +77,7 @@ class TaskRunner:
         self._idle = asyncio.Event()
         self._idle.set()
         self.mean_duration: float | None = None
-        self.stats = RunStats()
+        self.stats = stats if stats is not None else RunStats()
         self._durations: dict[str, float] = {}  # per task name, moving average
 
     @property

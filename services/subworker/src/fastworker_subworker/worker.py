@@ -38,7 +38,10 @@ from fastworker_subworker.exchange import Exchange, Outbox
 from fastworker_subworker.executor import Executor
 from fastworker_subworker.instrument import TaskInstrument
 from fastworker_subworker.link import ControlPlaneLink
+from fastworker_subworker.metrics import subworker_registry
 from fastworker_subworker.runner import TaskRunner
+from fastworker_subworker.stats import RunStats
+from fastworker_subworker.web import WebServer
 
 log = structlog.get_logger(__name__)
 
@@ -59,6 +62,8 @@ class SubworkerConfig:
     request_timeout: float = 10.0
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     name: str = field(default_factory=_default_name)
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int | None = None  # serve /metrics, /healthz and /readyz there
 
 
 class Subworker:
@@ -85,6 +90,7 @@ class Subworker:
         self._outbox = Outbox()
         self._runner: TaskRunner | None = None
         self._exchange: Exchange | None = None
+        self.stats = RunStats()
 
     # --- control -------------------------------------------------------------------------
 
@@ -98,6 +104,18 @@ class Subworker:
     @property
     def in_flight(self) -> int:
         return self._runner.held if self._runner is not None else 0
+
+    @property
+    def registered(self) -> bool:
+        return self._instance_id is not None and not self._needs_register
+
+    def readiness(self) -> str | None:
+        """``None`` while running and registered; otherwise why not (for ``/readyz``)."""
+        if self.state in (WorkerState.DRAINING, WorkerState.STOPPING, WorkerState.STOPPED):
+            return "stopping"
+        if self.state != WorkerState.RUNNING or not self.registered:
+            return "starting"
+        return None
 
     def _advance(self, event: WorkerEvent) -> None:
         self.state = next_worker_state(self.state, event)
@@ -118,6 +136,7 @@ class Subworker:
             self.config.concurrency,
             self._outbox.started,
             self._outbox.finished,
+            self.stats,
         )
         self._runner = runner
         exchange = Exchange(
@@ -125,7 +144,10 @@ class Subworker:
         )
         self._exchange = exchange
         background: list[asyncio.Task[None]] = []
+        web = self._web_server()
         try:
+            if web is not None:
+                await web.start()
             self._address = self._fixed_address or await self._locate(discovery)
             if self._address is not None:
                 self._link = ControlPlaneLink(
@@ -143,10 +165,22 @@ class Subworker:
                 self._link.close()
             if discovery is not None:
                 await discovery.aclose()
+            if web is not None:
+                await web.close()
             if self.state not in (WorkerState.STOPPING, WorkerState.STOPPED):
                 self._advance(WorkerEvent.STOP)
             if self.state == WorkerState.STOPPING:
                 self._advance(WorkerEvent.STOPPED)
+
+    def _web_server(self) -> WebServer | None:
+        if self.config.metrics_port is None:
+            return None
+        return WebServer(
+            self.config.metrics_host,
+            self.config.metrics_port,
+            subworker_registry(self),
+            self.readiness,
+        )
 
     async def _serve(
         self,

@@ -18,6 +18,7 @@ from fastworker.cli.common import (
     EXIT_USAGE,
     CommandError,
     add_client_options,
+    traced,
 )
 from fastworker.client import Client
 from fastworker.errors import (
@@ -102,7 +103,8 @@ def _with_client(args: argparse.Namespace, body: Callable[[Client], Awaitable[in
             return await body(client)
 
     try:
-        return asyncio.run(run())
+        with traced("fastworker-cli"):
+            return asyncio.run(run())
     except ControlPlaneUnavailable as exc:
         raise CommandError(str(exc)) from None
     except Timeout as exc:

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 
 from fastworker.options import add_option
+from fastworker.tracing import TracingUnavailable, configure_tracing
 from fastworker_protocol import DEFAULT_DISCOVERY_ADDRESS
 
 EXIT_OK = 0
@@ -64,3 +66,17 @@ def serve(run: Callable[[], Awaitable[None]], stop: Callable[[], None]) -> int:
 
     asyncio.run(main())
     return EXIT_OK
+
+
+@contextlib.contextmanager
+def traced(service_name: str) -> Iterator[None]:
+    """Export this command's traces if the ``OTEL_*`` variables ask; flushed at the end."""
+    try:
+        provider = configure_tracing(service_name)
+    except TracingUnavailable as exc:
+        raise CommandError(str(exc)) from None
+    try:
+        yield
+    finally:
+        if provider is not None:
+            provider.shutdown()

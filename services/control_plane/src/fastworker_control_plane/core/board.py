@@ -495,10 +495,13 @@ class TaskBoard:
         record = self.record(task_id, now)
         return None if record is None else record.snapshot()
 
-    def record(self, task_id: str, now: float) -> TaskRecord | None:
-        """A live task, or a finished one still in the result cache (not to be changed)."""
+    def record(self, task_id: str, now: float, *, count: bool = True) -> TaskRecord | None:
+        """A live task, or a finished one still in the result cache (not to be changed);
+        ``count=False`` reads the cache without touching its statistics or LRU order."""
         record = self._tasks.get(task_id)
-        return record if record is not None else self.results.get(task_id, now)
+        if record is not None:
+            return record
+        return self.results.get(task_id, now) if count else self.results.peek(task_id, now)
 
     def cancel(self, task_id: str, now: float) -> tuple[TaskResult, bool]:
         """Cancel a task that is not final. A running task's eventual outcome is discarded.
@@ -521,6 +524,10 @@ class TaskBoard:
         done = sorted(self.results.values(now), key=lambda r: r.finished_at or 0, reverse=True)
         matching = (r for r in chain(live, done) if status is None or r.state == status)
         return [r.snapshot() for r in islice(matching, max(0, limit))]
+
+    def waiting_for_time(self) -> int:
+        """Tasks waiting for an ETA or a retry backoff (counted, not tracked: O(live))."""
+        return sum(1 for r in self._tasks.values() if r.state in _WAITING_FOR_TIME)
 
     def __len__(self) -> int:
         """Live (not final) tasks."""

@@ -1,0 +1,1 @@
+"""The live dashboard: its HTTP routes, JSON views and static page."""

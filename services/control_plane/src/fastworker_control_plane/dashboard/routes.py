@@ -1,0 +1,155 @@
+"""The dashboard's HTTP routes: the page and its assets, the JSON API and the event
+stream (docs/http-api.md). Handlers only parse the request and encode ``views``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from fastworker_control_plane.dashboard import views
+from fastworker_control_plane.engine import Engine
+from fastworker_protocol import TaskState
+
+STATIC = Path(__file__).parent / "static"
+FLUSH_INTERVAL = 0.2  # seconds between batches of task events on the stream
+SNAPSHOT_EVERY = 5  # flushes between snapshots (one a second)
+MAX_EVENTS_PER_FLUSH = 2_000
+STREAM_BACKLOG = 20_000  # events a stream may fall behind before it loses some
+
+_json = msgspec.json.Encoder()
+
+
+class BadRequest(ValueError):
+    pass
+
+
+class DashboardRoutes:
+    def __init__(self, engine: Engine, me: views.Identity) -> None:
+        self.engine = engine
+        self.me = me
+
+    def routes(self) -> list[web.AbstractRouteDef]:
+        return [
+            web.get("/", self.index),
+            web.static("/static", STATIC),
+            web.get("/api/overview", self.overview),
+            web.get("/api/workers", self.workers),
+            web.get("/api/tasks", self.tasks),
+            web.get("/api/tasks/{task_id}", self.task),
+            web.get("/api/registered", self.registered),
+            web.get("/api/schedules", self.schedules),
+            web.get("/api/throughput", self.throughput),
+            web.get("/api/events", self.events),
+        ]
+
+    @property
+    def now(self) -> float:
+        return self.engine.clock()
+
+    async def index(self, request: web.Request) -> web.StreamResponse:
+        return web.FileResponse(STATIC / "index.html")
+
+    async def overview(self, request: web.Request) -> web.Response:
+        return _reply(views.overview(self.engine, self.me))
+
+    async def workers(self, request: web.Request) -> web.Response:
+        return _reply(views.workers(self.engine, self.now))
+
+    async def tasks(self, request: web.Request) -> web.Response:
+        def parse() -> list[Any]:
+            limit = _int_param(request, "limit", 100, 1, 1000)
+            status = request.query.get("status")
+            try:
+                state = TaskState(status) if status else None
+            except ValueError:
+                raise BadRequest(f"status must be one of {[str(s) for s in TaskState]}") from None
+            results = self.engine.board.list_tasks(state, limit, self.now)
+            return [views.task_summary(r) for r in results]
+
+        return _answer(parse)
+
+    async def task(self, request: web.Request) -> web.Response:
+        task_id = request.match_info["task_id"]
+        record = self.engine.board.record(task_id, self.now, count=False)
+        if record is None:
+            message = f"task {task_id} is unknown or its result has expired"
+            return _reply({"error": "task_not_found", "message": message}, 404)
+        return _reply(views.task_detail(record))
+
+    async def registered(self, request: web.Request) -> web.Response:
+        return _reply(views.registered(self.engine))
+
+    async def schedules(self, request: web.Request) -> web.Response:
+        return _reply(views.schedules(self.engine, self.now))
+
+    async def throughput(self, request: web.Request) -> web.Response:
+        return _answer(
+            lambda: views.throughput(
+                self.engine, self.now, _int_param(request, "window", 300, 1, 600)
+            )
+        )
+
+    async def events(self, request: web.Request) -> web.StreamResponse:
+        """Task transitions in batches, and a snapshot every second, until the client
+        goes away or the server stops."""
+        response = web.StreamResponse(
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-cache",
+                "X-Accel-Buffering": "no",  # tell proxies not to buffer the stream
+            }
+        )
+        await response.prepare(request)
+        subscription = self.engine.subscribe(STREAM_BACKLOG)
+        try:
+            await response.write(b"retry: 2000\n\n")
+            tick = 0
+            while True:
+                chunk = b""
+                batch = subscription.take(MAX_EVENTS_PER_FLUSH)
+                if batch:
+                    chunk += _sse("tasks", [views.event(e) for e in batch])
+                if tick % SNAPSHOT_EVERY == 0:
+                    chunk += _sse("snapshot", views.snapshot(self.engine, self.me, self.now))
+                if chunk:
+                    await response.write(chunk)
+                tick += 1
+                await asyncio.sleep(FLUSH_INTERVAL)
+        except ConnectionResetError:
+            pass  # the browser went away
+        finally:
+            subscription.close()
+        return response
+
+
+def _sse(event: str, data: Any) -> bytes:
+    return b"event: " + event.encode() + b"\ndata: " + _json.encode(data) + b"\n\n"
+
+
+def _reply(document: Any, status: int = 200) -> web.Response:
+    return web.Response(body=_json.encode(document), status=status, content_type="application/json")
+
+
+def _answer(build: Callable[[], Any]) -> web.Response:
+    try:
+        return _reply(build())
+    except BadRequest as exc:
+        return _reply({"error": "bad_request", "message": str(exc)}, 400)
+
+
+def _int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise BadRequest(f"{name} must be an integer, not {raw!r}") from None
+    if not low <= value <= high:
+        raise BadRequest(f"{name} must be between {low} and {high}")
+    return value

@@ -1,0 +1,132 @@
+"""The JSON documents of the HTTP API (docs/http-api.md), built from the control plane's
+state. Pure: the engine and ``now`` in, plain dicts out; the routes encode them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from fastworker import __version__
+from fastworker.tracing import trace_id_of
+from fastworker_control_plane.core.records import TaskRecord
+from fastworker_control_plane.engine import Engine
+from fastworker_control_plane.events import Event
+from fastworker_protocol import Priority, TaskError, TaskResult
+
+
+@dataclass(frozen=True)
+class Identity:
+    instance_id: str
+    started_at: float
+
+
+def overview(engine: Engine, me: Identity) -> dict[str, Any]:
+    board = engine.board
+    cache = board.results
+    return {
+        "instance_id": me.instance_id,
+        "version": __version__,
+        "started_at": me.started_at,
+        "queues": {str(p): board.queues.depth(p) for p in Priority.by_rank()},
+        "scheduled": board.waiting_for_time(),
+        "in_flight": sum(len(slot.in_flight) for slot in board.workers),
+        "workers": len(board.workers),
+        "totals": board.stats.totals(),
+        "results": {
+            "size": len(cache),
+            "hits": cache.stats.hits,
+            "misses": cache.stats.misses,
+            "evictions": cache.stats.evictions,
+        },
+        "events": {"published": engine.events.published, "dropped": engine.events.dropped},
+    }
+
+
+def workers(engine: Engine, now: float) -> list[dict[str, Any]]:
+    out = []
+    for info in engine.board.list_workers(now):
+        item = msgspec.structs.asdict(info)
+        item["last_heartbeat"] = now - info.last_seen_ago
+        out.append(item)
+    return out
+
+
+def task_summary(result: TaskResult) -> dict[str, Any]:
+    return {
+        "task_id": result.task_id,
+        "name": result.name,
+        "status": result.status,
+        "priority": result.priority,
+        "attempts": result.attempts,
+        "worker_id": result.worker_id,
+        "submitted_at": result.submitted_at,
+        "started_at": result.started_at,
+        "finished_at": result.finished_at,
+        "duration": _duration(result.started_at, result.finished_at),
+        "error": _error(result.error, traceback=False),
+    }
+
+
+def task_detail(record: TaskRecord) -> dict[str, Any]:
+    result = record.snapshot()
+    return {
+        **task_summary(result),
+        "error": _error(result.error, traceback=True),
+        "args": record.args,
+        "kwargs": record.kwargs,
+        "result": record.result,
+        "attempt_errors": [_error(e, traceback=True) for e in record.attempt_errors],
+        "eta": record.eta,
+        "trace_id": trace_id_of(record.headers),
+    }
+
+
+def registered(engine: Engine) -> list[Any]:
+    signatures = engine.board.signatures
+    return [msgspec.to_builtins(signatures[name]) for name in sorted(signatures)]
+
+
+def schedules(engine: Engine, now: float) -> list[Any]:
+    return [msgspec.to_builtins(s) for s in engine.board.list_schedules(now)]
+
+
+def throughput(engine: Engine, now: float, window: int) -> dict[str, Any]:
+    points = engine.board.stats.throughput.points(now, window)
+    return {
+        "interval": 1.0,
+        "points": [{"t": t, "succeeded": ok, "failed": failed} for t, ok, failed in points],
+    }
+
+
+def event(e: Event) -> dict[str, Any]:
+    return {
+        "kind": e.kind,
+        "task_id": e.task_id,
+        "name": e.name,
+        "worker_id": e.worker_id,
+        "attempts": e.attempts,
+        "at": e.at,
+    }
+
+
+def snapshot(engine: Engine, me: Identity, now: float) -> dict[str, Any]:
+    return {
+        "overview": overview(engine, me),
+        "workers": workers(engine, now),
+        "throughput": throughput(engine, now, 1)["points"][-1],
+    }
+
+
+def _duration(started: float | None, finished: float | None) -> float | None:
+    return None if started is None or finished is None else max(0.0, finished - started)
+
+
+def _error(error: TaskError | None, *, traceback: bool) -> dict[str, Any] | None:
+    if error is None:
+        return None
+    out = {"type": error.type, "message": error.message, "reason": error.reason}
+    if traceback:
+        out["traceback"] = error.traceback
+    return out

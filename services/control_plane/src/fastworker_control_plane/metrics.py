@@ -1,0 +1,134 @@
+"""The control plane's Prometheus series, read from the board at scrape time.
+
+The board counts as tasks move (``core/stats``); this collector only turns those numbers
+and the live state (queues, workers, cache) into metric families when ``/metrics`` is
+asked, so the task path never touches prometheus-client. Labels are task names,
+priorities and worker states: bounded sets, never task ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from fastworker import __version__
+from fastworker_control_plane.core.stats import Tally
+from fastworker_control_plane.engine import Engine
+from fastworker_protocol import Priority, WorkerState
+from fastworker_subworker import Subworker
+from fastworker_subworker.metrics import SubworkerCollector, histogram_family
+
+_TALLY_HELP = {
+    Tally.SUBMITTED: "Tasks accepted",
+    Tally.STARTED: "Task attempts started",
+    Tally.SUCCEEDED: "Tasks that succeeded",
+    Tally.FAILED: "Tasks that failed for good (retries exhausted or not retried)",
+    Tally.RETRIED: "Failed attempts scheduled for a retry",
+    Tally.CANCELLED: "Tasks cancelled",
+}
+
+
+class ControlPlaneCollector(Collector):
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._task_counters()
+        yield from self._live_state()
+        yield from self._result_cache()
+        events = self._engine.events
+        yield CounterMetricFamily(
+            "fastworker_events_published",
+            "Task events published on the event bus",
+            value=events.published,
+        )
+        yield CounterMetricFamily(
+            "fastworker_events_dropped",
+            "Task events a slow subscriber (e.g. a dashboard) missed",
+            value=events.dropped,
+        )
+        info = GaugeMetricFamily(
+            "fastworker_control_plane_info", "Version of this control plane", labels=["version"]
+        )
+        info.add_metric([__version__], 1)
+        yield info
+
+    def _task_counters(self) -> Iterator[Metric]:
+        stats = self._engine.board.stats
+        families = {
+            tally: CounterMetricFamily(
+                f"fastworker_tasks_{tally}", _TALLY_HELP[tally], labels=["task_name", "priority"]
+            )
+            for tally in Tally
+        }
+        for (tally, name, priority), n in sorted(stats.counts.items()):
+            families[tally].add_metric([name, priority], n)
+        yield from families.values()
+        labels = ["task_name", "priority"]
+        yield histogram_family(
+            "fastworker_task_run_seconds",
+            "How long task attempts ran (measured by the subworker)",
+            labels,
+            (([n, p], h) for (n, p), h in sorted(stats.run_time.items())),
+        )
+        yield histogram_family(
+            "fastworker_task_queue_wait_seconds",
+            "How long tasks waited in their queue before an attempt started",
+            labels,
+            (([n, p], h) for (n, p), h in sorted(stats.queue_wait.items())),
+        )
+
+    def _live_state(self) -> Iterator[Metric]:
+        board = self._engine.board
+        depth = GaugeMetricFamily(
+            "fastworker_queue_depth", "Tasks waiting in each priority queue", labels=["priority"]
+        )
+        for priority in Priority.by_rank():
+            depth.add_metric([str(priority)], board.queues.depth(priority))
+        yield depth
+        yield GaugeMetricFamily(
+            "fastworker_tasks_scheduled",
+            "Tasks waiting for their ETA or retry backoff",
+            value=board.waiting_for_time(),
+        )
+        yield GaugeMetricFamily(
+            "fastworker_tasks_in_flight",
+            "Tasks assigned to subworkers and not yet finished",
+            value=sum(len(slot.in_flight) for slot in board.workers),
+        )
+        workers = GaugeMetricFamily(
+            "fastworker_subworkers_connected",
+            "Registered subworkers (the embedded one included), by state",
+            labels=["state"],
+        )
+        by_state = dict.fromkeys(WorkerState, 0)
+        for slot in board.workers:
+            by_state[slot.state] += 1
+        for state, n in by_state.items():
+            workers.add_metric([str(state)], n)
+        yield workers
+
+    def _result_cache(self) -> Iterator[Metric]:
+        cache = self._engine.board.results
+        yield GaugeMetricFamily(
+            "fastworker_result_cache_size", "Results held in the cache", value=len(cache)
+        )
+        for name, value, help_text in (
+            ("hits", cache.stats.hits, "Result reads answered from the cache"),
+            ("misses", cache.stats.misses, "Result reads of unknown or expired tasks"),
+            ("evictions", cache.stats.evictions, "Results dropped because the cache was full"),
+            ("expirations", cache.stats.expirations, "Results dropped after their TTL"),
+        ):
+            yield CounterMetricFamily(f"fastworker_result_cache_{name}", help_text, value=value)
+
+
+def control_plane_registry(engine: Engine, local: Subworker | None = None) -> CollectorRegistry:
+    """Every series of this process: the control plane's, and its embedded subworker's."""
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(ControlPlaneCollector(engine))
+    if local is not None:
+        registry.register(SubworkerCollector(local))
+    return registry
