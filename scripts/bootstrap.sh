@@ -11,3 +11,18 @@ if ! command -v uv >/dev/null 2>&1; then
     fi
 fi
 uv sync --locked --quiet
+
+# System packages the observability tests run for real: Prometheus and Chromium (Debian's).
+_missing=()
+command -v prometheus >/dev/null 2>&1 || _missing+=(prometheus)
+command -v chromium >/dev/null 2>&1 || _missing+=(chromium)
+if ((${#_missing[@]})); then
+    if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+        echo "bootstrap: installing ${_missing[*]} with apt-get" >&2
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq >/dev/null
+        apt-get install -y -qq "${_missing[@]}" >/dev/null
+    else
+        echo "bootstrap: ${_missing[*]} missing (install Debian's packages); their tests will skip" >&2
+    fi
+fi

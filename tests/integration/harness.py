@@ -130,7 +130,9 @@ class Cluster:
         self.procs.append(proc)
         return proc
 
-    def control_plane(self, *extra: str, local_concurrency: int = 4) -> Proc:
+    def control_plane(
+        self, *extra: str, local_concurrency: int = 4, env: dict[str, str] | None = None
+    ) -> Proc:
         return self.spawn(
             "control-plane",
             "control-plane",
@@ -145,9 +147,12 @@ class Cluster:
             "--shutdown-timeout",  # a short drain keeps teardown quick after long tasks
             "3",
             *extra,
+            env=env,
         )
 
-    def subworker(self, *extra: str, concurrency: int = 4) -> Proc:
+    def subworker(
+        self, *extra: str, concurrency: int = 4, env: dict[str, str] | None = None
+    ) -> Proc:
         return self.spawn(
             "subworker",
             "subworker",
@@ -158,6 +163,7 @@ class Cluster:
             "--concurrency",
             str(concurrency),
             *extra,
+            env=env,
         )
 
     def client(self, **options: Any) -> Client:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from pathlib import Path
+
+import structlog
 
 from fastworker import task
 
@@ -76,3 +79,11 @@ async def overrun(seconds: float) -> str:
     """An async task with a timeout."""
     await asyncio.sleep(seconds)
     return "finished"
+
+
+@task
+def chatty(word: str) -> str:
+    """Logs through the standard library and through structlog."""
+    logging.getLogger("it_tasks").warning("stdlib says %s", word)
+    structlog.get_logger("it_tasks").info("structlog says", word=word)
+    return word

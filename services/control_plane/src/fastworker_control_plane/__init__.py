@@ -3,6 +3,6 @@ least-loaded subworker (itself included), keeps results and announces itself."""
 
 from fastworker_control_plane.app import ControlPlane
 from fastworker_control_plane.config import ControlPlaneConfig
-from fastworker_subworker.web import PortInUse
+from fastworker_subworker.health import PortInUse
 
 __all__ = ["ControlPlane", "ControlPlaneConfig", "PortInUse"]

@@ -26,7 +26,8 @@ from fastworker_control_plane.servers.reply_server import Handler, ReplyServer
 from fastworker_control_plane.tracing import DispatchTracer
 from fastworker_protocol import Announce, Codec, Message, Priority
 from fastworker_subworker import Subworker, SubworkerConfig
-from fastworker_subworker.web import PortInUse, WebServer
+from fastworker_subworker.health import PortInUse
+from fastworker_subworker.web import WebServer
 
 log = structlog.get_logger(__name__)
 

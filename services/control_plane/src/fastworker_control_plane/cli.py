@@ -26,7 +26,7 @@ from fastworker_protocol import (
     DEFAULT_MAX_MESSAGE_SIZE,
 )
 from fastworker_subworker import TaskModuleError, load_task_modules
-from fastworker_subworker.web import PortInUse, check
+from fastworker_subworker.health import PortInUse, check
 
 _D = ControlPlaneConfig.__dataclass_fields__
 

@@ -19,8 +19,8 @@ from fastworker.cli.common import (
 from fastworker.log_setup import configure_logging
 from fastworker.options import add_option
 from fastworker_protocol import DEFAULT_DISCOVERY_ADDRESS, DEFAULT_MAX_MESSAGE_SIZE
+from fastworker_subworker.health import PortInUse, check
 from fastworker_subworker.loader import TaskModuleError, load_task_modules
-from fastworker_subworker.web import PortInUse, check
 from fastworker_subworker.worker import Subworker, SubworkerConfig
 
 

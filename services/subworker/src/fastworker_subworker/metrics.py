@@ -19,8 +19,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from fastworker._histogram import Histogram
 from fastworker_protocol import WorkerState
-from fastworker_subworker.stats import Histogram
 
 if TYPE_CHECKING:
     from fastworker_subworker.worker import Subworker

@@ -3,29 +3,22 @@ whatever routes the process adds (the control plane adds its dashboard and JSON 
 
 Health is for orchestrators: ``/healthz`` answers while the event loop runs; ``/readyz``
 answers 200 only while ``readiness()`` returns ``None`` (otherwise 503 with the reason).
-``check`` is the client side of ``--check``, for container healthchecks.
-
 No task ever travels over HTTP.
 """
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable
 
 import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from fastworker_subworker.health import PortInUse
+
 log = structlog.get_logger(__name__)
 
 Readiness = Callable[[], str | None]  # None when ready, else why not ("starting", ...)
-
-
-class PortInUse(OSError):
-    pass
 
 
 class WebServer:
@@ -84,18 +77,3 @@ class WebServer:
     async def _metrics_text(self, request: web.Request) -> web.Response:
         body = generate_latest(self._metrics)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-
-def check(host: str, port: int, timeout: float = 3.0) -> tuple[bool, str]:
-    """Ask a process's ``/readyz``: (ready, what it said)."""
-    if host in {"0.0.0.0", "::", "*", ""}:
-        host = "127.0.0.1"
-    url = f"http://{host}:{port}/readyz"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as reply:
-            status = json.loads(reply.read()).get("status", "?")
-            return True, f"{url}: {status}"
-    except urllib.error.HTTPError as exc:
-        return False, f"{url}: HTTP {exc.code} {exc.read().decode(errors='replace')}"
-    except (OSError, ValueError) as exc:
-        return False, f"{url}: {exc}"

@@ -17,6 +17,7 @@ import os
 import socket
 import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -38,10 +39,11 @@ from fastworker_subworker.exchange import Exchange, Outbox
 from fastworker_subworker.executor import Executor
 from fastworker_subworker.instrument import TaskInstrument
 from fastworker_subworker.link import ControlPlaneLink
-from fastworker_subworker.metrics import subworker_registry
 from fastworker_subworker.runner import TaskRunner
 from fastworker_subworker.stats import RunStats
-from fastworker_subworker.web import WebServer
+
+if TYPE_CHECKING:
+    from fastworker_subworker.web import WebServer
 
 log = structlog.get_logger(__name__)
 
@@ -175,6 +177,11 @@ class Subworker:
     def _web_server(self) -> WebServer | None:
         if self.config.metrics_port is None:
             return None
+        # Imported here: aiohttp and prometheus-client add about 0.25 s to the start of
+        # every subworker, and most run without an HTTP port.
+        from fastworker_subworker.metrics import subworker_registry
+        from fastworker_subworker.web import WebServer
+
         return WebServer(
             self.config.metrics_host,
             self.config.metrics_port,

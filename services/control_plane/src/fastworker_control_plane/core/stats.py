@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from fastworker_subworker.stats import Histogram
+from fastworker._histogram import Histogram
 
 THROUGHPUT_SPAN = 600  # seconds of per-second throughput kept
 
