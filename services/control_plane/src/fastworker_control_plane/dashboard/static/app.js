@@ -86,6 +86,7 @@
   const CATALOG_REFRESH_MS = 10000;
   const STALE_HEARTBEAT_S = 10;
   const ERROR_PREVIEW_CHARS = 140;
+  const MAX_FLASHING_ROWS = 5; // more new rows than this in one frame: no highlight
   const SVG_NS = 'http://www.w3.org/2000/svg';
 
   // ---------------------------------------------------------------------------------------
@@ -622,6 +623,7 @@
   let throughputPoints = []; // oldest first, unique t
   let chartHoverIndex = null;
   let chartGeometry = null;
+  let chartWidth = 0;
 
   function addThroughputPoint(point) {
     if (!point || !isNum(point.t)) return;
@@ -669,13 +671,14 @@
     const wrap = $('throughput-wrap');
     if (!chart || !wrap) return;
 
-    const width = Math.max(280, Math.floor(wrap.clientWidth || 600));
+    // The observed width, so drawing forces no layout; measured only before the first report.
+    const width = Math.max(280, chartWidth || Math.floor(wrap.clientWidth || 600));
     const height = width < 520 ? 180 : 220;
     chart.setAttribute('width', width);
     chart.setAttribute('height', height);
     chart.setAttribute('viewBox', `0 0 ${width} ${height}`);
 
-    const m = { l: 40, r: 12, t: 14, b: 24 };
+    const m = { l: 40, r: 12, t: 24, b: 24 };
     const pw = width - m.l - m.r;
     const ph = height - m.t - m.b;
     const step = throughputInterval;
@@ -722,7 +725,7 @@
       const anchor = k === 0 ? 'end' : i <= 0.5 ? 'start' : 'middle';
       grid.append(svg('text', { x: xx.toFixed(1), y: height - 6, 'text-anchor': anchor, class: 'chart-label' }, k === 0 ? 'now' : `−${k} min`));
     }
-    grid.append(svg('text', { x: 4, y: 10, class: 'chart-label chart-unit' }, 'tasks/s'));
+    grid.append(svg('text', { x: m.l - 6, y: 9, 'text-anchor': 'end', class: 'chart-label chart-unit' }, 'tasks/s'));
     nodes.push(grid);
 
     const series = (values, cls) => {
@@ -792,6 +795,7 @@
   let taskOrder = null; // cached sort, null when stale
   let initialTasksLoaded = false;
   const dirtyTasks = new Set();
+  let flashBudget = 0;
 
   function newRecord(taskId, key) {
     const record = {
@@ -1073,7 +1077,12 @@
     setAttr(errorCell, 'title', line);
     if (record.fresh) {
       record.fresh = false;
-      row.classList.add('row-new');
+      // Highlight a new row only when few arrive at once: a busy cluster would make the
+      // whole table blink (and cost a style pass per frame for nothing).
+      if (flashBudget > 0) {
+        flashBudget--;
+        row.classList.add('row-new');
+      }
     }
     return row;
   }
@@ -1082,6 +1091,9 @@
     const table = $('tasks-table');
     if (!table) return;
     const tbody = table.tBodies[0];
+    let freshCount = 0;
+    for (const record of dirtyTasks) if (record.fresh) freshCount++;
+    flashBudget = freshCount <= MAX_FLASHING_ROWS ? freshCount : 0;
     for (const record of dirtyTasks) if (tasks.get(record.task_id) === record) updateTaskRow(record);
     dirtyTasks.clear();
 
@@ -1487,11 +1499,10 @@
       showChartHover(null);
     });
     if ('ResizeObserver' in window) {
-      let lastWidth = 0;
       new ResizeObserver((entries) => {
         const width = Math.floor(entries[0].contentRect.width);
-        if (width !== lastWidth) {
-          lastWidth = width;
+        if (width !== chartWidth) {
+          chartWidth = width;
           markDirty('chart');
         }
       }).observe($('throughput-wrap'));

@@ -1,0 +1,123 @@
+"""The dashboard in a real headless Chromium (Debian's), driven by Playwright: it shows the
+subworkers, follows a workload live over Server-Sent Events without reloading, and opens
+a failed task's traceback. A screenshot of the final page is saved with the test output.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from harness import Cluster
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",  # CI runs as root
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+LIVE_TIMEOUT_MS = 20_000
+
+if not os.path.exists(CHROMIUM) and not os.environ.get("CI"):
+    pytest.skip(
+        "Debian's chromium is not installed (scripts/test installs it when run as root)",
+        allow_module_level=True,
+    )
+
+from playwright.async_api import Browser, Page, async_playwright  # noqa: E402
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            await browser.close()
+
+
+async def number_in(page: Page, selector: str) -> int:
+    text = await page.text_content(selector) or ""
+    digits = "".join(ch for ch in text if ch.isdigit())
+    return int(digits or 0)
+
+
+async def wait_for_number(page: Page, selector: str, expected: int) -> None:
+    await page.wait_for_function(
+        """([selector, expected]) => {
+            const el = document.querySelector(selector);
+            return el !== null && Number(el.textContent.replace(/[^0-9]/g, "")) === expected;
+        }""",
+        arg=[selector, expected],
+        timeout=LIVE_TIMEOUT_MS,
+    )
+
+
+async def test_the_dashboard_follows_a_workload_live_and_shows_a_failed_tasks_traceback(
+    cluster: Cluster, browser: Browser, tmp_path: Path
+) -> None:
+    cluster.control_plane(local_concurrency=0)
+    cluster.subworker()
+    cluster.subworker()
+    async with cluster.client() as client:
+        await cluster.workers(client, 2)
+        page = await browser.new_page(viewport={"width": 1400, "height": 1000})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        await page.goto(cluster.http + "/")
+
+        # Given the page shows both subworkers and no tasks yet
+        await page.wait_for_function(
+            "document.querySelectorAll('#workers-table tr[data-worker-id]').length === 2",
+            timeout=LIVE_TIMEOUT_MS,
+        )
+        assert await number_in(page, "#count-submitted") == 0
+        navigations = []
+        page.on("framenavigated", lambda frame: navigations.append(frame.url))
+
+        # When 100 tasks run, 5 of which fail
+        ids = [await client.delay("add", i, 1) for i in range(95)]
+        failed_ids = [await client.delay("explode", f"boom {i}") for i in range(5)]
+        results = await client.wait_results(ids + failed_ids, timeout=30)
+        assert [r.status for r in results].count("failure") == 5
+
+        # Then the counts and the recent-task list change live, without a reload
+        await wait_for_number(page, "#count-submitted", 100)
+        await wait_for_number(page, "#count-succeeded", 95)
+        await wait_for_number(page, "#count-failed", 5)
+        await page.wait_for_function(
+            """(ids) => ids.every(id => {
+                const row = document.querySelector(`#tasks-table tr[data-task-id="${id}"]`);
+                return row !== null && row.dataset.status === "failure";
+            })""",
+            arg=failed_ids,
+            timeout=LIVE_TIMEOUT_MS,
+        )
+        successes = await page.locator('#tasks-table tr[data-status="success"]').count()
+        assert successes >= 50  # the list keeps the most recent tasks
+        assert navigations == []
+
+        # And a failed task opens with its traceback
+        await page.click(f'#tasks-table tr[data-task-id="{failed_ids[0]}"]')
+        detail = page.locator("#task-detail")
+        await detail.wait_for(state="visible", timeout=LIVE_TIMEOUT_MS)
+        traceback = page.locator("#task-traceback")
+        await traceback.wait_for(state="visible", timeout=LIVE_TIMEOUT_MS)
+        text = await traceback.text_content() or ""
+        assert "RuntimeError: boom 0" in text
+        assert "Traceback (most recent call last)" in text
+
+        screenshot = tmp_path / "dashboard.png"
+        await page.screenshot(path=str(screenshot), full_page=True)
+        print(f"dashboard screenshot: {screenshot}")
+        assert screenshot.stat().st_size > 10_000
+        await page.click("#task-detail-close")
+        await detail.wait_for(state="hidden", timeout=LIVE_TIMEOUT_MS)
+        assert errors == []
