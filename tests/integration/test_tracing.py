@@ -42,8 +42,10 @@ async def start_traced_cluster(cluster: Cluster, env: dict[str, str]) -> None:
 def submit_with_cli(cluster: Cluster, env: dict[str, str], *args: str) -> dict[str, object]:
     """Run the client as its own process: ``fastworker submit ... --json``."""
     done = subprocess.run(
-        [sys.executable, "-m", "fastworker.cli", "submit", "--discovery-address"]
-        + [cluster.discovery, "--timeout", "20", "--json", *args],
+        [
+            *(sys.executable, "-m", "fastworker.cli", "submit", "--json"),
+            *("--discovery-address", cluster.discovery, "--timeout", "20", *args),
+        ],
         env=env,
         capture_output=True,
         text=True,

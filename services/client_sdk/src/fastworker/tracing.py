@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, cast
 
@@ -114,7 +115,7 @@ def _otlp_exporter(env: Mapping[str, str]) -> SpanExporter:
     if protocol == "http/protobuf":
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-        return OTLPSpanExporter()
+        return OTLPSpanExporter(endpoint=_http_endpoint(env))
     if protocol == "grpc":
         try:
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # type: ignore[import-not-found,unused-ignore]
@@ -125,13 +126,25 @@ def _otlp_exporter(env: Mapping[str, str]) -> SpanExporter:
                 "OTEL_EXPORTER_OTLP_PROTOCOL=grpc needs opentelemetry-exporter-otlp-proto-grpc "
                 "installed (or use http/protobuf, port 4318)"
             ) from exc
-        return cast("SpanExporter", GrpcSpanExporter())
+        endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get(
+            "OTEL_EXPORTER_OTLP_ENDPOINT"
+        )
+        return cast("SpanExporter", GrpcSpanExporter(endpoint=endpoint))
     raise TracingUnavailable(
         f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r} is not supported: use http/protobuf or grpc"
     )
 
 
 _tracers: dict[int, Tracer] = {}  # by id of the global provider (set once per process)
+
+
+def _http_endpoint(env: Mapping[str, str]) -> str | None:
+    """Where OTLP/HTTP traces go, by the spec's rules (``None``: the exporter's default)."""
+    if traces := env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        return traces
+    if base := env.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        return base.rstrip("/") + "/v1/traces"
+    return None
 
 
 def active_tracer() -> Tracer | None:
@@ -160,12 +173,18 @@ def messaging_attributes(
     }
 
 
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}(-.*)?")
+
+
 def trace_id_of(headers: Mapping[str, str]) -> str | None:
-    """The trace id in a task's ``traceparent`` header, if it has a valid one."""
-    parts = headers.get(TRACEPARENT, "").split("-")
-    if len(parts) == 4 and len(parts[1]) == 32 and parts[1] != "0" * 32:
-        return parts[1]
-    return None
+    """The trace id of a task's valid W3C ``traceparent`` header, else ``None``."""
+    match = _TRACEPARENT.fullmatch(headers.get(TRACEPARENT, ""))
+    if match is None:
+        return None
+    version, trace_id, parent_id, rest = match.groups()
+    if version == "ff" or (version == "00" and rest) or not int(trace_id, 16):
+        return None
+    return trace_id if int(parent_id, 16) else None
 
 
 def mark_failed(span: Span, error_type: str, message: str = "") -> None:

@@ -37,17 +37,10 @@ class TaskInstrument:
         self.tracer = tracer
 
     def begin(self, assignment: Assignment) -> Scope:
+        span, token = None, None
         trace_id = trace_id_of(assignment.headers)
-        scope = Scope(
-            structlog.contextvars.bind_contextvars(
-                task_id=assignment.id,
-                task_name=assignment.name,
-                worker_id=self.worker_id,
-                trace_id=trace_id,
-            )
-        )
         if self.tracer is not None:
-            scope.span = self.tracer.start_span(
+            span = self.tracer.start_span(
                 f"process {assignment.name}",
                 context=propagate.extract(assignment.headers),
                 kind=SpanKind.CONSUMER,
@@ -63,8 +56,15 @@ class TaskInstrument:
                     "fastworker.worker_id": self.worker_id,
                 },
             )
-            scope.context_token = context.attach(trace.set_span_in_context(scope.span))
-        return scope
+            token = context.attach(trace.set_span_in_context(span))
+            trace_id = trace.format_trace_id(span.get_span_context().trace_id)
+        log_tokens = structlog.contextvars.bind_contextvars(
+            task_id=assignment.id,
+            task_name=assignment.name,
+            worker_id=self.worker_id,
+            trace_id=trace_id,
+        )
+        return Scope(log_tokens, span, token)
 
     def end(self, scope: Scope, outcome: Outcome | None, exc: BaseException | None = None) -> None:
         """Close the scope; ``outcome`` is ``None`` when the run was cancelled."""

@@ -71,7 +71,7 @@ class TaskRunner:
         self._stops: dict[str, asyncio.Future[str]] = {}  # sync tasks running alone
         self._async: dict[asyncio.Task[None], str] = {}
         self._queued: deque[Assignment] = deque()
-        self._in_threads: set[str] = set()
+        self._in_threads: dict[str, Assignment] = {}  # by task id
         self._abandoned: set[str] = set()
         self._lanes: set[asyncio.Task[None]] = set()
         self._idle = asyncio.Event()
@@ -142,13 +142,16 @@ class TaskRunner:
         queued = [a for a in self._queued if a.id in wanted]
         for assignment in queued:
             self._queued.remove(assignment)
-        for task_id in wanted & self._in_threads:
+        for task_id in wanted & self._in_threads.keys():
             stop = self._stops.get(task_id)
             if stop is not None and not stop.done():
                 stop.set_result("cancelled")
             elif stop is None:  # no timeout: discard its result; the slot frees when it ends
                 self._abandoned.add(task_id)
-                self._on_finished([stopped(_placeholder(task_id), "cancelled")])
+                assignment = self._in_threads[task_id]
+                outcome = stopped(assignment, "cancelled")
+                self.stats.record(assignment.name, outcome)
+                self._on_finished([outcome])
         if queued:
             outcomes = [stopped(a, "cancelled") for a in queued]
             for assignment, outcome in zip(queued, outcomes, strict=True):
@@ -178,14 +181,15 @@ class TaskRunner:
                     return
                 chunk = self._take_chunk()
                 ids = [a.id for a in chunk]
-                self._in_threads.update(ids)
+                self._in_threads.update((a.id, a) for a in chunk)
                 self._on_started(ids)
                 context = contextvars.copy_context()
                 running = loop.run_in_executor(self._threads, context.run, self._run_chunk, chunk)
                 try:
                     outcomes = await self._outcomes_of(running, chunk)
                 finally:
-                    self._in_threads.difference_update(ids)
+                    for task_id in ids:
+                        del self._in_threads[task_id]
                     self._update_idle()
             by_id = {a.id: a for a in chunk}
             self._measure((by_id[o.task_id], o) for o in outcomes)
@@ -295,10 +299,6 @@ def stopped(assignment: Assignment, reason: str) -> Outcome:
             type="Cancelled", reason="cancelled", message="the task was cancelled while it ran"
         )
     return Outcome(task_id=assignment.id, ok=False, error=error, finished_at=time.time())
-
-
-def _placeholder(task_id: str) -> Assignment:
-    return Assignment(id=task_id, name="")
 
 
 def _discard(future: asyncio.Future[list[Outcome]]) -> None:

@@ -15,6 +15,8 @@ from fastworker_control_plane.engine import Engine
 from fastworker_control_plane.events import Event
 from fastworker_protocol import Priority, TaskError, TaskResult
 
+SNAPSHOT_THROUGHPUT = 5  # seconds of throughput in each snapshot (the newest still filling)
+
 
 @dataclass(frozen=True)
 class Identity:
@@ -115,7 +117,7 @@ def snapshot(engine: Engine, me: Identity, now: float) -> dict[str, Any]:
     return {
         "overview": overview(engine, me),
         "workers": workers(engine, now),
-        "throughput": throughput(engine, now, 1)["points"][-1],
+        "throughput": throughput(engine, now, SNAPSHOT_THROUGHPUT)["points"],
     }
 
 

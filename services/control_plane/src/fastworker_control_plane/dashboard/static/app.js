@@ -412,8 +412,9 @@
       noteWorkerSet(workers);
       dirty.workers = true;
     }
-    if (snapshot.throughput) {
-      addThroughputPoint(snapshot.throughput);
+    if (Array.isArray(snapshot.throughput)) {
+      // The last few seconds: the newest may still be filling, so each comes again.
+      for (const point of snapshot.throughput) addThroughputPoint(point);
       dirty.chart = true;
     }
     dirty.schedules = true; // relative times ("in 3 s") move on
