@@ -76,9 +76,9 @@ def task_detail(record: TaskRecord) -> dict[str, Any]:
     return {
         **task_summary(result),
         "error": _error(result.error, traceback=True),
-        "args": record.args,
-        "kwargs": record.kwargs,
-        "result": record.result,
+        "args": json_safe(record.args),
+        "kwargs": json_safe(record.kwargs),
+        "result": json_safe(record.result),
         "attempt_errors": [_error(e, traceback=True) for e in record.attempt_errors],
         "eta": record.eta,
         "trace_id": trace_id_of(record.headers),
@@ -119,6 +119,16 @@ def snapshot(engine: Engine, me: Identity, now: float) -> dict[str, Any]:
         "workers": workers(engine, now),
         "throughput": throughput(engine, now, SNAPSHOT_THROUGHPUT)["points"],
     }
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every mapping key a string: msgpack carries keys such as ``None``,
+    ``True`` or tuples that JSON cannot, so those become their ``repr``."""
+    if isinstance(value, dict):
+        return {k if isinstance(k, str) else repr(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
 
 
 def _duration(started: float | None, finished: float | None) -> float | None:
