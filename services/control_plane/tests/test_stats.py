@@ -137,10 +137,9 @@ def histogram_numbers(histogram: Histogram | None) -> tuple[int, float]:
 def test_counts_are_kept_per_tally_name_and_priority() -> None:
     stats = TaskStats()
 
-    stats.count(Tally.SUBMITTED, "add", "normal")
-    stats.count(Tally.SUBMITTED, "add", "normal")
-    stats.count(Tally.SUBMITTED, "add", "high")
-    stats.count(Tally.RETRIED, "mul", "normal")
+    stats.line("add", "normal").submitted += 2
+    stats.line("add", "high").submitted += 1
+    stats.line("mul", "normal").retried += 1
 
     assert stats.counts == {
         (Tally.SUBMITTED, "add", "normal"): 2,
@@ -149,11 +148,18 @@ def test_counts_are_kept_per_tally_name_and_priority() -> None:
     }
 
 
+def test_one_name_and_priority_always_gets_the_same_line() -> None:
+    stats = TaskStats()
+
+    assert stats.line("add", "normal") is stats.line("add", "normal")
+    assert stats.line("add", "normal") is not stats.line("add", "high")
+
+
 def test_a_start_counts_and_records_its_queue_wait() -> None:
     stats = TaskStats()
 
-    stats.started("add", "normal", 2.5)
-    stats.started("add", "normal", 0.5)
+    stats.started(stats.line("add", "normal"), 2.5)
+    stats.started(stats.line("add", "normal"), 0.5)
 
     assert stats.counts[Tally.STARTED, "add", "normal"] == 2
     assert histogram_numbers(stats.queue_wait.get(("add", "normal"))) == (2, 3.0)
@@ -163,7 +169,7 @@ def test_a_start_counts_and_records_its_queue_wait() -> None:
 def test_a_negative_queue_wait_is_clamped_to_zero() -> None:
     stats = TaskStats()
 
-    stats.started("add", "normal", -3.0)
+    stats.started(stats.line("add", "normal"), -3.0)
 
     histogram = stats.queue_wait["add", "normal"]
     assert (histogram.count, histogram.sum, histogram.counts[0]) == (1, 0.0, 1)
@@ -172,7 +178,7 @@ def test_a_negative_queue_wait_is_clamped_to_zero() -> None:
 def test_a_negative_run_time_is_clamped_to_zero() -> None:
     stats = TaskStats()
 
-    stats.ran("add", "low", -0.25)
+    stats.ran(stats.line("add", "low"), -0.25)
 
     histogram = stats.run_time["add", "low"]
     assert (histogram.count, histogram.sum, histogram.counts[0]) == (1, 0.0, 1)
@@ -181,8 +187,8 @@ def test_a_negative_run_time_is_clamped_to_zero() -> None:
 def test_run_times_are_kept_per_name_and_priority_without_counting_a_tally() -> None:
     stats = TaskStats()
 
-    stats.ran("add", "normal", 1.0)
-    stats.ran("add", "high", 2.0)
+    stats.ran(stats.line("add", "normal"), 1.0)
+    stats.ran(stats.line("add", "high"), 2.0)
 
     assert histogram_numbers(stats.run_time.get(("add", "normal"))) == (1, 1.0)
     assert histogram_numbers(stats.run_time.get(("add", "high"))) == (1, 2.0)
@@ -191,10 +197,11 @@ def test_run_times_are_kept_per_name_and_priority_without_counting_a_tally() -> 
 
 def test_successes_and_failures_count_in_throughput_at_their_finish_time() -> None:
     stats = TaskStats()
+    line = stats.line("add", "normal")
 
-    stats.finished(Tally.SUCCEEDED, "add", "normal", 1000.2)
-    stats.finished(Tally.FAILED, "add", "normal", 1000.7)
-    stats.finished(Tally.FAILED, "add", "normal", 1001.0)
+    stats.finished(line, Tally.SUCCEEDED, 1000.2)
+    stats.finished(line, Tally.FAILED, 1000.7)
+    stats.finished(line, Tally.FAILED, 1001.0)
 
     assert stats.counts[Tally.SUCCEEDED, "add", "normal"] == 1
     assert stats.counts[Tally.FAILED, "add", "normal"] == 2
@@ -204,7 +211,7 @@ def test_successes_and_failures_count_in_throughput_at_their_finish_time() -> No
 def test_cancelled_tasks_are_counted_but_not_in_throughput() -> None:
     stats = TaskStats()
 
-    stats.finished(Tally.CANCELLED, "add", "normal", 1000.0)
+    stats.finished(stats.line("add", "normal"), Tally.CANCELLED, 1000.0)
 
     assert stats.counts[Tally.CANCELLED, "add", "normal"] == 1
     assert stats.throughput.points(1000.0, 1) == [(1000, 0, 0)]
@@ -212,9 +219,9 @@ def test_cancelled_tasks_are_counted_but_not_in_throughput() -> None:
 
 def test_totals_name_every_tally_and_sum_over_names_and_priorities() -> None:
     stats = TaskStats()
-    stats.count(Tally.SUBMITTED, "add", "normal")
-    stats.count(Tally.SUBMITTED, "mul", "high")
-    stats.finished(Tally.SUCCEEDED, "add", "normal", NOW)
+    stats.line("add", "normal").submitted += 1
+    stats.line("mul", "high").submitted += 1
+    stats.finished(stats.line("add", "normal"), Tally.SUCCEEDED, NOW)
 
     totals = stats.totals()
 

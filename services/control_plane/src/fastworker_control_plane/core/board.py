@@ -23,7 +23,7 @@ from fastworker_control_plane.core.records import TaskRecord
 from fastworker_control_plane.core.result_cache import DEFAULT_MAX_SIZE, DEFAULT_TTL, ResultCache
 from fastworker_control_plane.core.retry_policy import RetryPolicy, Uniform
 from fastworker_control_plane.core.schedule import Schedule
-from fastworker_control_plane.core.stats import Tally, TaskStats
+from fastworker_control_plane.core.stats import Tally, TaskLine, TaskStats
 from fastworker_control_plane.core.workers import WorkerRegistry, WorkerSlot
 from fastworker_protocol import (
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -186,7 +186,8 @@ class TaskBoard:
         if record.timeout is None:
             record.timeout = self._timeouts.get(record.name)
         self._tasks[task_id] = record
-        self.stats.count(Tally.SUBMITTED, record.name, record.priority)
+        record.line = self.stats.line(record.name, record.priority)
+        record.line.submitted += 1
         if spec.eta is not None and spec.eta > now:
             self._apply(record, TaskEvent.SCHEDULE)
             self.schedule.push(spec.eta, task_id)
@@ -425,7 +426,7 @@ class TaskBoard:
             ran = outcome.finished_at - outcome.started_at  # the subworker's own clock
         else:
             ran = now - (record.started_at or now)
-        self.stats.ran(record.name, record.priority, ran)
+        self.stats.ran(_line(record), ran)
         if outcome.requeue:
             return self._redeliver(record, now, reason="interrupted")
         if outcome.ok:
@@ -444,11 +445,11 @@ class TaskBoard:
 
     def _started(self, record: TaskRecord, at: float) -> None:
         record.started_at = at
-        self.stats.started(record.name, record.priority, at - record.queued_at)
+        self.stats.started(_line(record), at - record.queued_at)
 
     def _retry(self, record: TaskRecord, error: TaskError, policy: RetryPolicy, now: float) -> None:
         """FAILURE -> RETRYING in one step; queued again when the backoff is over."""
-        self.stats.count(Tally.RETRIED, record.name, record.priority)
+        _line(record).retried += 1
         record.attempt_errors.append(error)
         self._apply(record, TaskEvent.FAIL)
         self._apply(record, TaskEvent.RETRY)
@@ -486,14 +487,17 @@ class TaskBoard:
         record.finished_at = now
         del self._tasks[record.id]
         self.results.put(record.id, record, now)
-        self.stats.finished(_TALLIES[event], record.name, record.priority, now)
-        return record.snapshot()
+        self.stats.finished(_line(record), _TALLIES[event], now)
+        record.final = record.snapshot()
+        return record.final
 
     # --- queries and cancel ----------------------------------------------------------------------
 
     def get(self, task_id: str, now: float) -> TaskResult | None:
         record = self.record(task_id, now)
-        return None if record is None else record.snapshot()
+        if record is None:
+            return None
+        return record.final or record.snapshot()
 
     def record(self, task_id: str, now: float, *, count: bool = True) -> TaskRecord | None:
         """A live task, or a finished one still in the result cache (not to be changed);
@@ -513,7 +517,7 @@ class TaskBoard:
             final = self.results.get(task_id, now)
             if final is None:
                 raise Rejected(ErrorCode.TASK_NOT_FOUND, f"task {task_id} is unknown or expired")
-            return final.snapshot(), False
+            return final.final or final.snapshot(), False
         if record.state == TaskState.QUEUED:
             self.queues.discard(record.priority)
         return self._finish(record, TaskEvent.CANCEL, now), True
@@ -523,7 +527,7 @@ class TaskBoard:
         live = reversed(self._tasks.values())
         done = sorted(self.results.values(now), key=lambda r: r.finished_at or 0, reverse=True)
         matching = (r for r in chain(live, done) if status is None or r.state == status)
-        return [r.snapshot() for r in islice(matching, max(0, limit))]
+        return [r.final or r.snapshot() for r in islice(matching, max(0, limit))]
 
     def waiting_for_time(self) -> int:
         """Tasks waiting for an ETA or a retry backoff (counted, not tracked: O(live))."""
@@ -532,6 +536,11 @@ class TaskBoard:
     def __len__(self) -> int:
         """Live (not final) tasks."""
         return len(self._tasks)
+
+
+def _line(record: TaskRecord) -> TaskLine:
+    assert record.line is not None, "set when the task was accepted"
+    return record.line
 
 
 def _summarized(last: TaskError, errors: list[TaskError]) -> TaskError:

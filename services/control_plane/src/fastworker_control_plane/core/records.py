@@ -6,6 +6,7 @@ from typing import Any
 
 import msgspec
 
+from fastworker_control_plane.core.stats import TaskLine
 from fastworker_protocol import (
     Assignment,
     Priority,
@@ -43,6 +44,8 @@ class TaskRecord(msgspec.Struct, gc=False):
     retries: int = 0
     lost: int = 0  # times the worker running it was lost
     attempt_errors: list[TaskError] = msgspec.field(default_factory=list)
+    line: TaskLine | None = None  # where its statistics go (set when it is accepted)
+    final: TaskResult | None = None  # its result, once final (what reads return)
 
     @classmethod
     def from_spec(cls, spec: TaskSpec, priority: Priority, now: float, size: int) -> TaskRecord:

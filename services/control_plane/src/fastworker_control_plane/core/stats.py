@@ -1,15 +1,15 @@
 """What the task board has done, kept as plain numbers: counters by task name and
 priority, run-time and queue-wait histograms, and finished tasks per second.
 
-Pure, like the rest of the core: the board records as tasks move (a dict lookup and an
-add), and the metrics endpoint and dashboard read the numbers when asked. Nothing here
-knows Prometheus or the clock.
+Pure, like the rest of the core: each task record holds the ``TaskLine`` of its name and
+priority, so the board records with an attribute add as tasks move, and the metrics
+endpoint and dashboard read the numbers when asked. Nothing here knows Prometheus or the
+clock.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
 from enum import StrEnum
 
 from fastworker._histogram import Histogram
@@ -60,39 +60,80 @@ class Throughput:
         return out
 
 
-@dataclass
+class TaskLine:
+    """The numbers of one task name at one priority. Each task record holds its line, so
+    recording is an attribute add (no key hashing on the task path)."""
+
+    __slots__ = (
+        "cancelled",
+        "failed",
+        "queue_wait",
+        "retried",
+        "run_time",
+        "started",
+        "submitted",
+        "succeeded",
+    )
+
+    def __init__(self) -> None:
+        self.submitted = self.started = self.succeeded = 0
+        self.failed = self.retried = self.cancelled = 0
+        self.run_time = Histogram()
+        self.queue_wait = Histogram()
+
+    def count(self, tally: Tally) -> int:
+        return int(getattr(self, tally.value))
+
+
 class TaskStats:
-    counts: Counter[tuple[Tally, str, str]] = field(default_factory=Counter)
-    run_time: dict[tuple[str, str], Histogram] = field(default_factory=dict)
-    queue_wait: dict[tuple[str, str], Histogram] = field(default_factory=dict)
-    throughput: Throughput = field(default_factory=Throughput)
+    def __init__(self) -> None:
+        self.lines: dict[tuple[str, str], TaskLine] = {}
+        self.throughput = Throughput()
 
-    def count(self, tally: Tally, name: str, priority: str) -> None:
-        self.counts[tally, name, priority] += 1
+    def line(self, name: str, priority: str) -> TaskLine:
+        line = self.lines.get((name, priority))
+        if line is None:
+            line = self.lines[name, priority] = TaskLine()
+        return line
 
-    def started(self, name: str, priority: str, waited: float) -> None:
-        self.counts[Tally.STARTED, name, priority] += 1
-        _histogram(self.queue_wait, name, priority).observe(max(0.0, waited))
+    def started(self, line: TaskLine, waited: float) -> None:
+        line.started += 1
+        line.queue_wait.observe(max(0.0, waited))
 
-    def ran(self, name: str, priority: str, seconds: float) -> None:
+    def ran(self, line: TaskLine, seconds: float) -> None:
         """One attempt ran for ``seconds`` (whatever its outcome)."""
-        _histogram(self.run_time, name, priority).observe(max(0.0, seconds))
+        line.run_time.observe(max(0.0, seconds))
 
-    def finished(self, tally: Tally, name: str, priority: str, now: float) -> None:
-        self.counts[tally, name, priority] += 1
-        if tally is not Tally.CANCELLED:
-            self.throughput.add(now, ok=tally is Tally.SUCCEEDED)
+    def finished(self, line: TaskLine, tally: Tally, now: float) -> None:
+        if tally is Tally.SUCCEEDED:
+            line.succeeded += 1
+            self.throughput.add(now, ok=True)
+        elif tally is Tally.FAILED:
+            line.failed += 1
+            self.throughput.add(now, ok=False)
+        else:
+            line.cancelled += 1
+
+    @property
+    def counts(self) -> Counter[tuple[Tally, str, str]]:
+        """Every non-zero count by (tally, task name, priority)."""
+        out: Counter[tuple[Tally, str, str]] = Counter()
+        for (name, priority), line in self.lines.items():
+            for tally in Tally:
+                if n := line.count(tally):
+                    out[tally, name, priority] = n
+        return out
+
+    @property
+    def run_time(self) -> dict[tuple[str, str], Histogram]:
+        return {key: line.run_time for key, line in self.lines.items() if line.run_time.count}
+
+    @property
+    def queue_wait(self) -> dict[tuple[str, str], Histogram]:
+        return {k: line.queue_wait for k, line in self.lines.items() if line.queue_wait.count}
 
     def totals(self) -> dict[str, int]:
         """Each tally summed over names and priorities."""
-        out = dict.fromkeys(Tally, 0)
-        for (tally, _, _), n in self.counts.items():
-            out[tally] += n
-        return {str(tally): n for tally, n in out.items()}
-
-
-def _histogram(table: dict[tuple[str, str], Histogram], name: str, priority: str) -> Histogram:
-    histogram = table.get((name, priority))
-    if histogram is None:
-        histogram = table[name, priority] = Histogram()
-    return histogram
+        return {
+            str(tally): sum(line.count(tally) for line in self.lines.values()) for tally in Tally
+        }
