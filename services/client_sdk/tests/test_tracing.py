@@ -5,6 +5,7 @@ one is never set (it can be set only once per process)."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections.abc import Iterator, Mapping
 
@@ -245,11 +246,31 @@ def test_configure_tracing_reads_the_process_environment_by_default(
 
 
 def test_there_is_no_tracer_without_a_real_provider(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(trace, "get_tracer_provider", trace.NoOpTracerProvider)
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
     assert tracing.active_tracer() is None
 
-    monkeypatch.setattr(trace, "get_tracer_provider", trace.ProxyTracerProvider)
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", trace.NoOpTracerProvider())
     assert tracing.active_tracer() is None
+
+
+def test_the_provider_global_active_tracer_reads_is_where_the_api_keeps_it() -> None:
+    """``active_tracer`` reads ``trace._TRACER_PROVIDER`` for speed: fail loudly if the
+    OpenTelemetry API ever stops keeping the installed provider there."""
+    probe = (
+        "from opentelemetry import trace\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "from fastworker.tracing import active_tracer\n"
+        "assert active_tracer() is None\n"
+        "provider = TracerProvider()\n"
+        "trace.set_tracer_provider(provider)\n"
+        "assert trace._TRACER_PROVIDER is provider\n"
+        "assert active_tracer() is not None\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stdout.strip() == "ok", done.stderr
 
 
 def test_the_tracer_of_a_real_provider_is_made_once_and_named_fastworker(
@@ -258,7 +279,7 @@ def test_the_tracer_of_a_real_provider_is_made_once_and_named_fastworker(
     provider = TracerProvider()
     exporter = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    monkeypatch.setattr(trace, "get_tracer_provider", lambda: provider)
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
     monkeypatch.setattr(tracing, "_tracers", {})
 
     first, second = tracing.active_tracer(), tracing.active_tracer()

@@ -14,10 +14,10 @@ call :func:`configure_tracing`, which reads the standard ``OTEL_*`` variables.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from types import TracebackType
 from typing import TYPE_CHECKING, cast
 
 import msgspec
@@ -148,9 +148,14 @@ def _http_endpoint(env: Mapping[str, str]) -> str | None:
 
 
 def active_tracer() -> Tracer | None:
-    """FastWorker's tracer if a real tracer provider is installed, else ``None``."""
-    provider = trace.get_tracer_provider()
-    if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+    """FastWorker's tracer if a real tracer provider is installed, else ``None``.
+
+    Called once per submission, so it reads the API's global directly: the public
+    ``get_tracer_provider()`` consults ``os.environ`` on every call (about 1 µs) until a
+    provider is set. The integration tests notice if that global ever moves.
+    """
+    provider = getattr(trace, "_TRACER_PROVIDER", None)
+    if provider is None or isinstance(provider, trace.NoOpTracerProvider):
         return None
     tracer = _tracers.get(id(provider))
     if tracer is None:
@@ -192,32 +197,45 @@ def mark_failed(span: Span, error_type: str, message: str = "") -> None:
     span.set_status(StatusCode.ERROR, message or error_type)
 
 
-@contextlib.contextmanager
-def send_spans(specs: Sequence[TaskSpec], priority: Priority) -> Iterator[list[TaskSpec]]:
-    """A ``send {task}`` PRODUCER span around submitting each spec; yields the specs
-    with each span's context in its headers (the specs themselves if not tracing)."""
-    tracer = active_tracer()
-    if tracer is None:
-        yield list(specs)
-        return
-    spans, traced = [], []
-    for spec in specs:
-        span = tracer.start_span(
-            f"send {spec.name}",
-            kind=SpanKind.PRODUCER,
-            attributes=messaging_attributes("send", "send", spec.name, spec.id, priority),
-        )
-        headers = dict(spec.headers)
-        propagate.inject(headers, context=trace.set_span_in_context(span))
-        traced.append(msgspec.structs.replace(spec, headers=headers))
-        spans.append(span)
-    try:
-        yield traced
-    except BaseException as exc:
-        for span in spans:
-            span.record_exception(exc)
-            mark_failed(span, type(exc).__qualname__, str(exc))
-        raise
-    finally:
-        for span in spans:
+class send_spans:  # noqa: N801  (used like a function: ``with send_spans(...) as specs``)
+    """A ``send {task}`` PRODUCER span around submitting each spec; gives the specs with
+    each span's context in its headers (the specs themselves if not tracing).
+
+    A class rather than a generator-based context manager: when tracing is off it costs
+    one ``isinstance`` and two calls per submission (about 0.5 µs instead of 2).
+    """
+
+    __slots__ = ("_spans", "_specs")
+
+    def __init__(self, specs: Sequence[TaskSpec], priority: Priority) -> None:
+        self._spans: list[Span] = []
+        tracer = active_tracer()
+        if tracer is None:
+            self._specs = list(specs)
+            return
+        self._specs = []
+        for spec in specs:
+            span = tracer.start_span(
+                f"send {spec.name}",
+                kind=SpanKind.PRODUCER,
+                attributes=messaging_attributes("send", "send", spec.name, spec.id, priority),
+            )
+            headers = dict(spec.headers)
+            propagate.inject(headers, context=trace.set_span_in_context(span))
+            self._specs.append(msgspec.structs.replace(spec, headers=headers))
+            self._spans.append(span)
+
+    def __enter__(self) -> list[TaskSpec]:
+        return self._specs
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        for span in self._spans:
+            if exc is not None:
+                span.record_exception(exc)
+                mark_failed(span, type(exc).__qualname__, str(exc))
             span.end()
