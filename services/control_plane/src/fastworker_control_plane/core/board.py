@@ -494,10 +494,11 @@ class TaskBoard:
     # --- queries and cancel ----------------------------------------------------------------------
 
     def get(self, task_id: str, now: float) -> TaskResult | None:
-        record = self.record(task_id, now)
-        if record is None:
-            return None
-        return record.final or record.snapshot()
+        record = self._tasks.get(task_id)
+        if record is not None:
+            return record.snapshot()
+        record = self.results.get(task_id, now)
+        return None if record is None else record.final or record.snapshot()
 
     def record(self, task_id: str, now: float, *, count: bool = True) -> TaskRecord | None:
         """A live task, or a finished one still in the result cache (not to be changed);
