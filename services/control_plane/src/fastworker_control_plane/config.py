@@ -10,6 +10,7 @@ from fastworker_control_plane.core.result_cache import DEFAULT_MAX_SIZE, DEFAULT
 from fastworker_protocol import (
     DEFAULT_BASE_PORT,
     DEFAULT_DISCOVERY_PORT,
+    DEFAULT_HTTP_PORT,
     DEFAULT_MAX_MESSAGE_SIZE,
     PortMap,
     tcp_address,
@@ -33,7 +34,7 @@ class ControlPlaneConfig:
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     max_wait: float = 3600.0
     announce_interval: float = 2.0
-    http_port: int = 8080  # dashboard, API, /metrics, health; 0 turns it off
+    http_port: int = DEFAULT_HTTP_PORT  # dashboard, API, /metrics, health; 0 turns it off
 
     def __post_init__(self) -> None:
         PortMap(self.base_port)  # validates the range
