@@ -7,8 +7,10 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from harness import Cluster
+from http_helpers import wait_for_status
 
 from fastworker import Client
 
@@ -38,3 +40,16 @@ async def client(cluster: Cluster) -> AsyncIterator[Client]:
     cluster.control_plane()
     async with cluster.client() as c:
         yield c
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
+        yield session
+
+
+@pytest.fixture
+async def api(client: Client, cluster: Cluster, http: aiohttp.ClientSession) -> str:
+    """The base URL of a ready control plane (local concurrency 4), for ``client``'s tests."""
+    await wait_for_status(http, f"{cluster.http}/readyz", 200)
+    return cluster.http

@@ -1,5 +1,5 @@
-"""The HTTP port of real control planes and subworkers (docs/http-api.md): health, the
-``--check`` healthcheck, the JSON API, the event stream and the dashboard files."""
+"""The HTTP port of a real control plane (docs/http-api.md): the JSON API, the event stream
+and the dashboard files. Health and ``--check`` are in test_health.py."""
 
 from __future__ import annotations
 
@@ -10,16 +10,15 @@ import json
 import re
 import socket
 import struct
-import subprocess
-import sys
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from harness import Cluster, free_port_block, wait_until
+from harness import Cluster, wait_until
+from http_helpers import get_json, wait_for_status
 
 from fastworker import Client, TaskStatus, __version__
 from fastworker_control_plane.dashboard.routes import STATIC as DASHBOARD_FILES
@@ -72,53 +71,6 @@ IT_TASKS = _it_task_names()
 STREAM_TIMEOUT = 10.0
 
 
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
-        yield session
-
-
-@pytest.fixture
-async def api(client: Client, cluster: Cluster, http: aiohttp.ClientSession) -> str:
-    """The base URL of a ready control plane (local concurrency 4), for ``client``'s tests."""
-    await _wait_for_status(http, f"{cluster.http}/readyz", 200)
-    return cluster.http
-
-
-async def _get(http: aiohttp.ClientSession, url: str) -> tuple[int, Any]:
-    async with http.get(url) as response:
-        assert response.content_type == "application/json", url
-        return response.status, await response.json()
-
-
-async def _wait_for_status(http: aiohttp.ClientSession, url: str, status: int) -> None:
-    """Poll ``url`` (not listening yet counts as not yet) until it answers ``status``."""
-
-    async def answers() -> bool:
-        try:
-            async with http.get(url) as response:
-                return response.status == status
-        except aiohttp.ClientConnectionError:
-            return False
-
-    await wait_until(answers, 20, f"{url} to answer {status}")
-
-
-async def _fastworker(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "fastworker.cli",
-        *args,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=cluster.env(),
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode is not None
-    return subprocess.CompletedProcess(args, proc.returncode, out.decode(), err.decode())
-
-
 async def _finished(client: Client, *calls: tuple[str, tuple[Any, ...]]) -> list[str]:
     """Run tasks one after the other (so they finish in order); returns their ids."""
     task_ids = []
@@ -129,89 +81,6 @@ async def _finished(client: Client, *calls: tuple[str, tuple[Any, ...]]) -> list
     return task_ids
 
 
-# --- health -----------------------------------------------------------------------------------
-
-
-async def test_a_ready_control_plane_answers_healthz_and_readyz(
-    api: str, http: aiohttp.ClientSession
-) -> None:
-    assert await _get(http, f"{api}/healthz") == (200, {"status": "ok"})
-    assert await _get(http, f"{api}/readyz") == (200, {"status": "ready"})
-
-
-async def test_a_subworker_is_starting_until_a_control_plane_registers_it(
-    cluster: Cluster, http: aiohttp.ClientSession
-) -> None:
-    # Given a subworker with a metrics port and no control plane yet
-    port = free_port_block(1)
-    cluster.subworker("--metrics-port", str(port))
-    base = f"http://127.0.0.1:{port}"
-    await _wait_for_status(http, f"{base}/healthz", 200)
-
-    # Then it is alive but not ready, and its healthcheck says so
-    assert await _get(http, f"{base}/readyz") == (503, {"status": "starting"})
-    check = ("subworker", "--check", "--metrics-port", str(port))
-    not_ready = await _fastworker(cluster, *check)
-    assert not_ready.returncode == 1
-    assert "503" in not_ready.stdout
-    assert "starting" in not_ready.stdout
-
-    # When a control plane starts where the subworker looks for one
-    cluster.control_plane()
-
-    # Then the subworker registers and becomes ready
-    await _wait_for_status(http, f"{base}/readyz", 200)
-    assert await _get(http, f"{base}/readyz") == (200, {"status": "ready"})
-    ready = await _fastworker(cluster, *check)
-    assert (ready.returncode, ready.stdout.strip()) == (0, f"{base}/readyz: ready")
-
-
-async def test_check_exits_0_when_ready_1_when_nothing_listens_and_2_without_a_port(
-    api: str, cluster: Cluster
-) -> None:
-    ready = await _fastworker(
-        cluster, "control-plane", "--check", "--http-port", str(cluster.http_port)
-    )
-    assert (ready.returncode, ready.stdout.strip()) == (0, f"{api}/readyz: ready")
-
-    nobody = free_port_block(1)
-    refused = await _fastworker(cluster, "control-plane", "--check", "--http-port", str(nobody))
-    assert refused.returncode == 1
-    assert f"127.0.0.1:{nobody}/readyz" in refused.stdout
-
-    no_port = await _fastworker(cluster, "subworker", "--check")
-    assert no_port.returncode == 2
-    assert "--metrics-port" in no_port.stderr
-    http_off = await _fastworker(cluster, "control-plane", "--check", "--http-port", "0")
-    assert http_off.returncode == 2
-
-
-async def test_a_taken_http_port_makes_the_control_plane_exit_2_naming_the_port(
-    cluster: Cluster, http: aiohttp.ClientSession
-) -> None:
-    # Given another process listening on the HTTP port
-    with socket.socket() as squatter:
-        squatter.bind(("127.0.0.1", 0))
-        squatter.listen()
-        port = squatter.getsockname()[1]
-
-        # When a control plane is told to serve HTTP there
-        refused = cluster.control_plane("--http-port", str(port))
-
-        # Then it exits 2, saying which port it could not have
-        assert await asyncio.to_thread(refused.wait, 20) == 2
-    output = refused.output()
-    assert f"127.0.0.1:{port}" in output
-    assert "already in use" in output.lower()
-    assert "Traceback" not in output
-
-    # And it left its NNG ports free: a control plane can start on them at once
-    cluster.control_plane()
-    await _wait_for_status(http, f"{cluster.http}/readyz", 200)
-    async with cluster.client() as client:
-        assert (await client.submit_task("add", args=(2, 3))).result == 5
-
-
 # --- JSON API ---------------------------------------------------------------------------------
 
 
@@ -220,7 +89,7 @@ async def test_the_overview_totals_the_tasks_run_so_far(
 ) -> None:
     await _finished(client, ("add", (1, 2)), ("add", (3, 4)), ("add", (5, 6)), ("explode", ("x",)))
 
-    status, overview = await _get(http, f"{api}/api/overview")
+    status, overview = await get_json(http, f"{api}/api/overview")
 
     assert status == 200
     assert set(overview) == {
@@ -260,9 +129,9 @@ async def test_the_workers_list_shows_each_subworker_with_its_last_heartbeat(
     cluster.subworker("--name", "it-worker", concurrency=2)
     async with cluster.client() as client:
         await cluster.workers(client, 2)
-        await _wait_for_status(http, f"{cluster.http}/readyz", 200)
+        await wait_for_status(http, f"{cluster.http}/readyz", 200)
 
-        status, workers = await _get(http, f"{cluster.http}/api/workers")
+        status, workers = await get_json(http, f"{cluster.http}/api/workers")
 
     now = time.time()
     assert status == 200
@@ -295,7 +164,7 @@ async def test_the_task_list_is_newest_first_and_filters_by_status(
     waiting = await client.delay("add", 9, 9, countdown=600)
 
     # Then the list has the live task first, then the finished ones newest first
-    status, tasks = await _get(http, f"{api}/api/tasks")
+    status, tasks = await get_json(http, f"{api}/api/tasks")
     assert status == 200
     assert [t["task_id"] for t in tasks] == [waiting, *reversed(done)]
     assert all(set(t) == SUMMARY_KEYS for t in tasks)
@@ -311,16 +180,16 @@ async def test_the_task_list_is_newest_first_and_filters_by_status(
     assert finished_at == sorted(finished_at, reverse=True)
 
     # And a status filter keeps only those tasks, still newest first
-    _, failures = await _get(http, f"{api}/api/tasks?status=failure")
+    _, failures = await get_json(http, f"{api}/api/tasks?status=failure")
     assert [t["task_id"] for t in failures] == [done[3], done[1]]
     assert failures[0]["error"] == {
         "type": "RuntimeError",
         "message": "second",
         "reason": "exception",
     }
-    _, newest = await _get(http, f"{api}/api/tasks?status=success&limit=1")
+    _, newest = await get_json(http, f"{api}/api/tasks?status=success&limit=1")
     assert [t["task_id"] for t in newest] == [done[4]]
-    _, two = await _get(http, f"{api}/api/tasks?limit=2")
+    _, two = await get_json(http, f"{api}/api/tasks?limit=2")
     assert [t["task_id"] for t in two] == [waiting, done[4]]
     assert await client.cancel_task(waiting)
 
@@ -341,7 +210,7 @@ async def test_a_bad_query_value_is_a_400_bad_request(
     api: str, http: aiohttp.ClientSession
 ) -> None:
     for query in BAD_QUERIES:
-        status, body = await _get(http, f"{api}{query}")
+        status, body = await get_json(http, f"{api}{query}")
         assert status == 400, query
         assert set(body) == {"error", "message"}, query
         assert body["error"] == "bad_request", query
@@ -355,7 +224,7 @@ async def test_a_failed_task_shows_its_traceback_and_attempt_info(
         client, ("explode", ("kaboom",)), ("flaky", (str(tmp_path / "count"), 99))
     )
 
-    status, task = await _get(http, f"{api}/api/tasks/{exploded}")
+    status, task = await get_json(http, f"{api}/api/tasks/{exploded}")
     assert status == 200
     assert set(task) == DETAIL_KEYS
     assert (task["task_id"], task["name"], task["status"]) == (exploded, "explode", "failure")
@@ -372,7 +241,7 @@ async def test_a_failed_task_shows_its_traceback_and_attempt_info(
     assert (task["eta"], task["trace_id"]) == (None, None)
 
     # A task retried until it ran out of retries lists the error of every attempt
-    _, task = await _get(http, f"{api}/api/tasks/{exhausted}")
+    _, task = await get_json(http, f"{api}/api/tasks/{exhausted}")
     assert (task["status"], task["attempts"]) == ("failure", 4)
     assert "after 4 attempts" in task["error"]["message"]
     assert [e["message"] for e in task["attempt_errors"]] == [
@@ -386,7 +255,7 @@ async def test_a_finished_task_shows_its_arguments_and_result(
 ) -> None:
     (napped,) = await _finished(client, ("nap", (0.05, "tagged")))
 
-    status, task = await _get(http, f"{api}/api/tasks/{napped}")
+    status, task = await get_json(http, f"{api}/api/tasks/{napped}")
 
     assert status == 200
     assert set(task) == DETAIL_KEYS
@@ -404,7 +273,7 @@ async def test_a_finished_task_shows_its_arguments_and_result(
 async def test_an_unknown_task_id_is_a_404_task_not_found(
     api: str, http: aiohttp.ClientSession
 ) -> None:
-    status, body = await _get(http, f"{api}/api/tasks/{'0' * 32}")
+    status, body = await get_json(http, f"{api}/api/tasks/{'0' * 32}")
     assert status == 404
     assert body["error"] == "task_not_found"
     assert "0" * 32 in body["message"]
@@ -430,7 +299,7 @@ async def test_a_task_whose_values_have_keys_json_lacks_still_shows_in_full(
 async def test_registered_lists_every_task_name_with_its_parameters_and_policy(
     api: str, http: aiohttp.ClientSession
 ) -> None:
-    status, registered = await _get(http, f"{api}/api/registered")
+    status, registered = await get_json(http, f"{api}/api/registered")
 
     assert status == 200
     assert [t["name"] for t in registered] == IT_TASKS
@@ -456,7 +325,7 @@ async def test_registered_lists_every_task_name_with_its_parameters_and_policy(
     assert (by_name["flaky"]["max_retries"], by_name["flaky"]["retry_backoff"]) == (3, 0.05)
     assert by_name["picky"]["retry_on"] == ["KeyError"]
     assert by_name["overrun"]["timeout"] == 0.3
-    assert await _get(http, f"{api}/api/schedules") == (200, [])
+    assert await get_json(http, f"{api}/api/schedules") == (200, [])
 
 
 async def test_throughput_counts_the_tasks_finished_in_the_window(
@@ -466,7 +335,7 @@ async def test_throughput_counts_the_tasks_finished_in_the_window(
     task_ids.append(await client.delay("explode", "counted"))
     await client.wait_results(task_ids, timeout=20)
 
-    status, throughput = await _get(http, f"{api}/api/throughput?window=60")
+    status, throughput = await get_json(http, f"{api}/api/throughput?window=60")
 
     assert status == 200
     assert throughput["interval"] == 1.0
@@ -477,7 +346,7 @@ async def test_throughput_counts_the_tasks_finished_in_the_window(
     assert abs(seconds[-1] - time.time()) < 2
     assert sum(p["succeeded"] for p in points) == 5
     assert sum(p["failed"] for p in points) == 1
-    _, default = await _get(http, f"{api}/api/throughput")
+    _, default = await get_json(http, f"{api}/api/throughput")
     assert len(default["points"]) == 300
 
 
@@ -582,15 +451,15 @@ async def test_the_control_plane_keeps_serving_after_a_stream_client_vanishes(
     results = await asyncio.gather(*(client.submit_task("add", args=(i, 1)) for i in range(20)))
     assert [r.result for r in results] == [i + 1 for i in range(20)]
     assert all(r.status == TaskStatus.SUCCESS for r in results)
-    assert await _get(http, f"{api}/readyz") == (200, {"status": "ready"})
-    _, overview = await _get(http, f"{api}/api/overview")
+    assert await get_json(http, f"{api}/readyz") == (200, {"status": "ready"})
+    _, overview = await get_json(http, f"{api}/api/overview")
     assert overview["totals"]["succeeded"] == 20
 
     # And the vanished streams were unsubscribed: new tasks publish no events any more
     async def no_subscriber_left() -> bool:
-        _, before = await _get(http, f"{api}/api/overview")
+        _, before = await get_json(http, f"{api}/api/overview")
         await client.submit_task("add", args=(0, 0))
-        _, after = await _get(http, f"{api}/api/overview")
+        _, after = await get_json(http, f"{api}/api/overview")
         return bool(after["events"]["published"] == before["events"]["published"])
 
     await wait_until(no_subscriber_left, 10, "the vanished streams to be unsubscribed")
