@@ -96,7 +96,7 @@ class ControlPlane:
             return
         routes = DashboardRoutes(self.engine, Identity(self.instance_id, self.started_at))
         self._web = WebServer(
-            "0.0.0.0" if self.config.host in {"*", ""} else self.config.host,
+            self.config.bind_host,
             self.config.http_port,
             control_plane_registry(self.engine, self._local),
             self.readiness,

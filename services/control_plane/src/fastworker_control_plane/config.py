@@ -61,9 +61,12 @@ class ControlPlaneConfig:
             return self.advertise_host
         return socket.gethostname() if self.host in _WILDCARDS else self.host
 
+    @property
+    def bind_host(self) -> str:
+        return "0.0.0.0" if self.host in {"*", ""} else self.host
+
     def bind(self, port: int) -> str:
-        host = "0.0.0.0" if self.host in {"*", ""} else self.host
-        return tcp_address(host, port)
+        return tcp_address(self.bind_host, port)
 
     def advertise(self, port: int) -> str:
         return tcp_address(self.advertised, port)
