@@ -28,7 +28,7 @@ ATTEMPTS = NORMAL_ADDS + HIGH_ADDS + EXPLOSIONS + 2 * FLAKY
 QUERY_TIMEOUT = 20.0  # the first scrape lands ~5 s after Prometheus starts
 
 needs_prometheus = pytest.mark.skipif(
-    not prometheus_server.installed(),
+    not prometheus_server.runnable(),
     reason="install Debian's prometheus package (scripts/test does it)",
 )
 

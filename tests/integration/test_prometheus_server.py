@@ -17,7 +17,7 @@ from prometheus_server import PrometheusServer
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(
-        not prometheus_server.installed(),
+        not prometheus_server.runnable(),
         reason="install Debian's prometheus package (scripts/test does it)",
     ),
 ]
