@@ -13,8 +13,11 @@ can wait for and assert on::
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import dataclasses
 import gzip
+import json
 import threading
 import time
 import zlib
@@ -32,6 +35,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 TRACES_PATH = "/v1/traces"
+SPANS_PATH = "/spans"
 PROTOBUF = "application/x-protobuf"
 MAX_BODY = 64 * 1024 * 1024
 ASYNC_POLL_INTERVAL = 0.01
@@ -204,7 +208,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._reject(404, f"{self.command} {self.path} not served; POST {TRACES_PATH}")
 
     def do_GET(self) -> None:
-        self._not_found()
+        """``GET /spans``: every span so far as JSON (for a receiver in a container)."""
+        if self.path.split("?", 1)[0] != SPANS_PATH:
+            self._not_found()
+            return
+        body = json.dumps([dataclasses.asdict(s) for s in self.receiver.spans()]).encode()
+        self._reply(200, body, "application/json")
 
     def do_HEAD(self) -> None:
         self._not_found()
@@ -222,7 +231,8 @@ class _Handler(BaseHTTPRequestHandler):
 class OtlpReceiver:
     """An OTLP/HTTP trace endpoint on 127.0.0.1 that remembers every span it receives."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._address = (host, port)
         self._condition = threading.Condition()
         self._spans: list[ReceivedSpan] = []
         self._rejections: list[tuple[int, str]] = []
@@ -235,7 +245,7 @@ class OtlpReceiver:
     def start(self) -> OtlpReceiver:
         if self._server is not None:
             raise RuntimeError("OtlpReceiver already started")
-        server = _Server(("127.0.0.1", 0), _Handler)
+        server = _Server(self._address, _Handler)
         server.receiver = self
         thread = threading.Thread(
             target=server.serve_forever,
@@ -382,3 +392,21 @@ class OtlpReceiver:
                     f"timed out after {timeout} s waiting for {what}; got: {self.summary()}"
                 )
             await asyncio.sleep(ASYNC_POLL_INTERVAL)
+
+
+def main() -> None:
+    """Serve until killed: the stand-in for Jaeger in the offline compose override."""
+    parser = argparse.ArgumentParser(description="An OTLP/HTTP trace receiver.")
+    parser.add_argument("--host", default="0.0.0.0")
+    parser.add_argument("--port", type=int, default=4318)
+    args = parser.parse_args()
+    receiver = OtlpReceiver(args.host, args.port).start()
+    print(f"receiving OTLP/HTTP traces on {args.host}:{args.port}; GET {SPANS_PATH}", flush=True)
+    try:
+        threading.Event().wait()
+    finally:
+        receiver.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+"""The Compose cluster of deploy/compose/compose.yaml, driven from a test with the real
+Docker engine and ``docker compose``: images built once per session, one project per test
+on free host ports, and everything (containers, networks, volumes) removed afterwards.
+
+Where the official images cannot be pulled (no registry), the Python base is built from
+Debian packages (deploy/build-base-image.sh) and Jaeger and Prometheus are replaced by the
+stand-ins of tests/integration/compose/compose.offline.yaml.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness import free_port_block
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE_FILE = ROOT / "deploy" / "compose" / "compose.yaml"
+OFFLINE_FILE = ROOT / "tests" / "integration" / "compose" / "compose.offline.yaml"
+OFFICIAL_BASE = "python:3.11-slim-bookworm"
+LOCAL_BASE = "fastworker-base:bookworm"
+TAG = "test"
+
+
+def engine_problem() -> str | None:
+    """Why no Docker engine with compose v2 can be used here, or ``None`` if one can."""
+    for command, what in (
+        (["docker", "info"], "no Docker engine answers `docker info`"),
+        (["docker", "compose", "version"], "the compose v2 plugin is missing"),
+    ):
+        try:
+            done = subprocess.run(command, capture_output=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"{what} ({exc})"
+        if done.returncode != 0:
+            return f"{what}: {done.stderr.decode(errors='replace').strip()[:300]}"
+    return None
+
+
+def run(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> str:
+    done = subprocess.run(
+        list(args), capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
+    if done.returncode != 0:
+        raise AssertionError(
+            f"{' '.join(args)} exited {done.returncode}:\n{done.stdout[-3000:]}\n"
+            f"{done.stderr[-3000:]}"
+        )
+    return done.stdout
+
+
+def _pulls(image: str) -> bool:
+    done = subprocess.run(["docker", "pull", image], capture_output=True, timeout=300, check=False)
+    return done.returncode == 0
+
+
+def _exists(image: str) -> bool:
+    done = subprocess.run(["docker", "image", "inspect", image], capture_output=True, check=False)
+    return done.returncode == 0
+
+
+@dataclass(frozen=True)
+class Images:
+    base: str
+    offline: bool  # Jaeger and Prometheus replaced by local stand-ins
+
+    @classmethod
+    def build(cls) -> Images:
+        """Pick a base (the official one if it can be pulled), then build every image."""
+        offline = not _pulls(OFFICIAL_BASE)
+        base = OFFICIAL_BASE
+        if offline:
+            base = LOCAL_BASE
+            if not _exists(LOCAL_BASE):
+                run(str(ROOT / "deploy" / "build-base-image.sh"), LOCAL_BASE, timeout=900)
+        images = cls(base, offline)
+        compose = images.compose_command("fastworker-build")
+        env = images.env({})
+        # The stand-ins build on the control plane's image, so it comes first.
+        run(*compose, "build", "control-plane", "subworker", env=env, timeout=1800)
+        if offline:
+            run(*compose, "build", "jaeger", "prometheus", env=env, timeout=1800)
+        return images
+
+    def compose_command(self, project: str) -> list[str]:
+        files = ["-f", str(COMPOSE_FILE)]
+        if self.offline:
+            files += ["-f", str(OFFLINE_FILE)]
+        return ["docker", "compose", "-p", project, *files]
+
+    def env(self, ports: dict[str, str]) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FASTWORKER_")}
+        env.update(BASE_IMAGE=self.base, FASTWORKER_TAG=TAG, **ports)
+        return env
+
+
+@dataclass
+class ComposeCluster:
+    """One ``docker compose`` project of this test, on free host ports."""
+
+    images: Images
+    project: str = field(default_factory=lambda: f"fwtest-{uuid.uuid4().hex[:8]}")
+    base: int = field(default_factory=lambda: free_port_block(11))  # 5550..5560
+    http_port: int = field(default_factory=lambda: free_port_block(1))
+    otlp_port: int = field(default_factory=lambda: free_port_block(1))
+    prometheus_port: int = field(default_factory=lambda: free_port_block(1))
+    jaeger_ui_port: int = field(default_factory=lambda: free_port_block(1))
+
+    @property
+    def env(self) -> dict[str, str]:
+        return self.images.env(
+            {
+                "FASTWORKER_PORTS": f"{self.base}-{self.base + 10}",
+                "FASTWORKER_HTTP_PORT": str(self.http_port),
+                "JAEGER_UI_PORT": str(self.jaeger_ui_port),
+                "OTLP_GRPC_PORT": str(free_port_block(1)),
+                "OTLP_HTTP_PORT": str(self.otlp_port),
+                "PROMETHEUS_PORT": str(self.prometheus_port),
+            }
+        )
+
+    @property
+    def submission_base(self) -> str:
+        """The control plane's first submission port (5555 inside), as mapped on the host."""
+        return f"tcp://127.0.0.1:{self.base + 5}"
+
+    def compose(self, *args: str, timeout: float = 300) -> str:
+        return run(*self.images.compose_command(self.project), *args, env=self.env, timeout=timeout)
+
+    def up(self, *args: str) -> float:
+        """Start (or change) the cluster and wait for it to be healthy; returns seconds."""
+        started = time.monotonic()
+        self.compose("up", "-d", "--no-build", "--wait", "--wait-timeout", "120", *args)
+        return time.monotonic() - started
+
+    def containers(self, service: str) -> list[str]:
+        out = self.compose("ps", "-q", service)
+        return sorted(line for line in out.split() if line)
+
+    def hostname(self, container: str) -> str:
+        return run("docker", "inspect", "--format", "{{.Config.Hostname}}", container).strip()
+
+    def logs(self) -> str:
+        try:
+            return self.compose("logs", "--no-color", "--tail", "60", timeout=60)
+        except (AssertionError, subprocess.TimeoutExpired) as exc:
+            return f"(no logs: {exc})"
+
+    def down(self) -> None:
+        self.compose("down", "-v", "--remove-orphans", "-t", "10", timeout=180)
+
+    def leftovers(self) -> list[str]:
+        """Containers, networks and volumes of this project still on the engine."""
+        label = f"label=com.docker.compose.project={self.project}"
+        found = []
+        for kind in ("container", "network", "volume"):
+            listing = ["docker", kind, "ls", "-q", "--filter", label]
+            if kind == "container":
+                listing.insert(3, "-a")
+            found += [f"{kind} {x}" for x in run(*listing).split()]
+        return found
+
+    def span_names(self, task_id: str) -> set[str]:
+        """Names of the spans of one task the trace backend has: the stand-in receiver's
+        list, or Jaeger's query API."""
+        if self.images.offline:
+            spans = self.http_json(self.otlp_port, "/spans")
+            return {s["name"] for s in spans if _is_of(s["attributes"], task_id)}
+        names = set()
+        for service in ("fastworker-control-plane", "fastworker-subworker"):
+            found = self.http_json(self.jaeger_ui_port, f"/api/traces?service={service}&limit=50")
+            for trace in found.get("data") or []:
+                for span in trace["spans"]:
+                    tags = {t["key"]: t["value"] for t in span["tags"]}
+                    if _is_of(tags, task_id):
+                        names.add(span["operationName"])
+        return names
+
+    def http_json(self, port: int, path: str) -> Any:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as reply:
+            return json.loads(reply.read())
+
+
+def _is_of(attributes: dict[str, Any], task_id: str) -> bool:
+    return bool(attributes.get("messaging.message.id") == task_id)
