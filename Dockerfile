@@ -17,7 +17,8 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     UV_PYTHON=python3 \
     UV_PYTHON_DOWNLOADS=never \
     UV_PROJECT_ENVIRONMENT=/opt/fastworker
-# uv and dumb-init (the init that forwards SIGTERM) both come from PyPI as static binaries.
+# uv and dumb-init (the init that forwards SIGTERM) both come from PyPI as static binaries;
+# pip goes into the virtualenv so images built FROM these can add packages.
 RUN python3 -m venv /opt/tools \
     && /opt/tools/bin/pip install --quiet "uv>=0.8,<0.14"
 WORKDIR /src
@@ -30,7 +31,8 @@ COPY services/control_plane/pyproject.toml services/control_plane/
 RUN /opt/tools/bin/uv sync --locked --no-dev --no-install-workspace
 COPY services services
 RUN /opt/tools/bin/uv sync --locked --no-dev --no-editable \
-    && /opt/tools/bin/uv pip install --python /opt/fastworker/bin/python "dumb-init==1.2.5.post1"
+    && /opt/tools/bin/uv pip install --python /opt/fastworker/bin/python \
+        "dumb-init==1.2.5.post1" "pip>=24,<26"
 
 # --- runtime: the virtualenv and nothing else ----------------------------------------------
 FROM ${BASE_IMAGE} AS runtime

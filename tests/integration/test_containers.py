@@ -14,7 +14,7 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from compose_cluster import ComposeCluster, Images, engine_problem, run
+from compose_cluster import ROOT, TAG, ComposeCluster, Images, engine_problem, run
 from harness import wait_until
 
 from fastworker import Client, TaskStatus
@@ -154,3 +154,41 @@ async def test_a_tasks_spans_reach_the_trace_receiver_and_its_series_reach_prome
     targets = cluster.http_json(cluster.prometheus_port, "/api/v1/targets")
     jobs = {t["labels"]["job"] for t in targets["data"]["activeTargets"]}
     assert jobs == {"fastworker-control-plane", "fastworker-subworker"}
+
+
+async def test_a_subworker_image_built_from_the_example_runs_its_own_tasks(
+    cluster: ComposeCluster, client: Client
+) -> None:
+    # Given the example image: FastWorker's subworker plus a package and its dependency
+    image = f"fastworker-example-shop:{TAG}"
+    await asyncio.to_thread(
+        run,
+        "docker",
+        "build",
+        "--build-arg",
+        f"FASTWORKER_IMAGE=fastworker-subworker:{TAG}",
+        "-t",
+        image,
+        str(ROOT / "examples" / "custom-image"),
+    )
+    # When it joins the cluster's network with only the discovery address
+    container = (
+        await asyncio.to_thread(
+            run,
+            "docker",
+            "run",
+            "-d",
+            "--network",
+            f"{cluster.project}_default",
+            "-e",
+            "FASTWORKER_DISCOVERY_ADDRESS=tcp://control-plane:5550",
+            image,
+        )
+    ).strip()
+    try:
+        await subworker_ids(client, 4)
+        # Then its tasks run, with the package it installed
+        result = await client.submit_task("describe_upload", (3_000_000,))
+        assert (result.status, result.result) == (TaskStatus.SUCCESS, "received 3.0 MB")
+    finally:
+        await asyncio.to_thread(run, "docker", "rm", "-f", container)

@@ -1,0 +1,1 @@
+"""An example package of tasks, installed into a subworker image (see ../Dockerfile)."""
