@@ -27,6 +27,10 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         rm -rf "$_tmp"
     fi
     if ! _docker_ready && command -v dockerd >/dev/null 2>&1; then
+        # A pid file left by a dockerd that is gone would stop the new one from starting.
+        if [ -f /var/run/docker.pid ] && ! kill -0 "$(cat /var/run/docker.pid)" 2>/dev/null; then
+            rm -f /var/run/docker.pid
+        fi
         echo "docker-engine: starting dockerd (log: /tmp/fastworker-dockerd.log)" >&2
         nohup dockerd >/tmp/fastworker-dockerd.log 2>&1 &
         for _ in $(seq 60); do _docker_ready && break; sleep 1; done
