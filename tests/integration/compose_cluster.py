@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from harness import free_port_block
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,6 +43,14 @@ def engine_problem() -> str | None:
         if done.returncode != 0:
             return f"{what}: {done.stderr.decode(errors='replace').strip()[:300]}"
     return None
+
+
+def skip_without_docker() -> None:
+    """Skip the calling test module, saying why, when no engine is reachable; under CI the
+    tests run and fail instead."""
+    problem = engine_problem()
+    if problem is not None and not os.environ.get("CI"):
+        pytest.skip(f"container tests need Docker: {problem}", allow_module_level=True)
 
 
 def run(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> str:

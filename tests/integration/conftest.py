@@ -9,6 +9,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from compose_cluster import Images, engine_problem
 from harness import Cluster
 from http_helpers import wait_for_status
 
@@ -53,3 +54,11 @@ async def api(client: Client, cluster: Cluster, http: aiohttp.ClientSession) -> 
     """The base URL of a ready control plane (local concurrency 4), for ``client``'s tests."""
     await wait_for_status(http, f"{cluster.http}/readyz", 200)
     return cluster.http
+
+
+@pytest.fixture(scope="session")
+def images() -> Images:
+    """FastWorker's images (and the offline stand-ins where needed), built once."""
+    problem = engine_problem()
+    assert problem is None, problem
+    return Images.build()

@@ -9,27 +9,18 @@ instead (scripts/docker-engine.sh makes one reachable there).
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from compose_cluster import ROOT, TAG, ComposeCluster, Images, engine_problem, run
+from compose_cluster import ROOT, TAG, ComposeCluster, Images, run, skip_without_docker
 from harness import wait_until
 
 from fastworker import Client, TaskStatus
 
 pytestmark = pytest.mark.integration
 
-_PROBLEM = engine_problem()
-if _PROBLEM is not None and not os.environ.get("CI"):
-    pytest.skip(f"container tests need Docker: {_PROBLEM}", allow_module_level=True)
-
-
-@pytest.fixture(scope="session")
-def images() -> Images:
-    assert _PROBLEM is None, _PROBLEM
-    return Images.build()
+skip_without_docker()
 
 
 @pytest.fixture

@@ -1,0 +1,58 @@
+{{/* Names, labels and images shared by every template. */}}
+
+{{- define "fastworker.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "fastworker.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The control plane's Service: the name subworkers dial and the control plane announces. */}}
+{{- define "fastworker.controlPlane.service" -}}
+{{- printf "%s-control-plane" (include "fastworker.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "fastworker.controlPlane.host" -}}
+{{- printf "%s.%s.svc" (include "fastworker.controlPlane.service" .) .Release.Namespace -}}
+{{- end -}}
+
+{{/* The recommended app.kubernetes.io labels, less the selector ones. */}}
+{{- define "fastworker.commonLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: fastworker
+{{- end -}}
+
+{{- define "fastworker.labels" -}}
+{{ include "fastworker.commonLabels" . }}
+app.kubernetes.io/name: {{ include "fastworker.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* Selector labels of one component: include with (dict "root" $ "component" "subworker"). */}}
+{{- define "fastworker.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "fastworker.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "fastworker.image" -}}
+{{- $tag := .image.tag | default .root.Values.image.tag | default .root.Chart.AppVersion -}}
+{{- $registry := .root.Values.image.registry -}}
+{{- if $registry -}}
+{{- printf "%s/%s:%s" (trimSuffix "/" $registry) .image.repository $tag -}}
+{{- else -}}
+{{- printf "%s:%s" .image.repository $tag -}}
+{{- end -}}
+{{- end -}}
