@@ -398,23 +398,12 @@ COMPONENT_OF = {
     "podmonitor.yaml": SUBWORKER,
     "tests/test-submit.yaml": "test",
 }
-MISSING_COMPONENT = {"configmap.yaml", "servicemonitor.yaml", "podmonitor.yaml"}
 
 
 def label_cases() -> Iterator[Any]:
     for v in VALUE_SETS:
         for template in sorted(v.templates):
-            marks = []
-            if template in MISSING_COMPONENT:
-                marks.append(
-                    pytest.mark.xfail(
-                        strict=True,
-                        reason=f"chart bug: templates/{template} renders no "
-                        "app.kubernetes.io/component label (it uses fastworker.labels, "
-                        "which leaves component to each template, and adds none)",
-                    )
-                )
-            yield pytest.param(v.id, template, marks=marks, id=f"{v.id}-{template}")
+            yield pytest.param(v.id, template, id=f"{v.id}-{template}")
 
 
 def assert_recommended_labels(labels: dict[str, str], where: str) -> None:
@@ -747,11 +736,6 @@ def test_extra_pod_labels_and_annotations_reach_only_their_component(
         assert pod_spec["imagePullSecrets"] == [{"name": "regcred"}], component
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="chart bug: templates/tests/test-submit.yaml leaves out .Values.imagePullSecrets, "
-    "so `helm test` cannot pull the control-plane image from a private registry",
-)
 def test_the_helm_test_pod_pulls_with_the_image_pull_secrets_too(
     renderings: dict[str, Rendering],
 ) -> None:
@@ -887,7 +871,12 @@ def test_the_notes_explain_helm_test_the_dashboard_and_the_service_host(
 ) -> None:
     notes = rendering.notes
     assert SERVICE_HOST in notes
-    assert f"helm test {RELEASE} --namespace {NAMESPACE}" in notes
+    helm_test = f"helm test {RELEASE} --namespace {NAMESPACE}"
+    if rendering.of_kind("Pod"):
+        assert helm_test in notes
+    else:  # tests.enabled is false: the notes must not send anyone to a test that is not there
+        assert helm_test not in notes
+        assert "no `helm test` pod" in notes
     dashboard = rf"kubectl port-forward --namespace {NAMESPACE} svc/{SERVICE} \d+:8080\b"
     assert re.search(dashboard, notes), notes
     assert f"tcp://{SERVICE_HOST}:5550" in notes
