@@ -1,0 +1,318 @@
+"""The Helm chart's pods (security, resources, configuration), images, the `helm test` pod,
+NOTES.txt and the values schema's rejections."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import helm_python
+import pytest
+from chart_render import (
+    APP_VERSION,
+    CHART_DIR,
+    CONTROL_PLANE,
+    NAMESPACE,
+    RELEASE,
+    SERVICE,
+    SERVICE_HOST,
+    SUBWORKER,
+    Rendering,
+    labels_of,
+    render,
+)
+from helm_python.errors import HelmValuesError
+
+# --- both pods ------------------------------------------------------------------------------
+
+
+def test_every_pod_runs_as_non_root_with_a_read_only_root_and_no_capabilities(
+    rendering: Rendering,
+) -> None:
+    for name, pod in rendering.pod_templates():
+        security = pod["spec"]["securityContext"]
+        assert security["runAsNonRoot"] is True, name
+        assert security["runAsUser"] == 10001, name
+        assert security["seccompProfile"] == {"type": "RuntimeDefault"}, name
+        for container in pod["spec"]["containers"]:
+            context = container["securityContext"]
+            assert context["readOnlyRootFilesystem"] is True, name
+            assert context["allowPrivilegeEscalation"] is False, name
+            assert context["capabilities"]["drop"] == ["ALL"], name
+
+
+def test_each_component_gets_its_own_resources(rendering: Rendering) -> None:
+    for component, key in ((CONTROL_PLANE, "controlPlane"), (SUBWORKER, "subworker")):
+        expected = rendering.values[key]["resources"]
+        assert (rendering.container(component).get("resources") or {}) == expected, component
+    if rendering.value_set.id == "hpa":
+        assert rendering.container(CONTROL_PLANE)["resources"] == {"limits": {"memory": "512Mi"}}
+        assert rendering.container(SUBWORKER)["resources"] == {"requests": {"cpu": "250m"}}
+
+
+def test_both_components_read_the_shared_configmap_with_otlp_only_when_configured(
+    rendering: Rendering,
+) -> None:
+    configmap = rendering.one("ConfigMap")
+    for component in (CONTROL_PLANE, SUBWORKER):
+        sources = rendering.container(component)["envFrom"]
+        assert {"configMapRef": {"name": configmap["metadata"]["name"]}} in sources
+    data = configmap["data"]
+    endpoint = rendering.values["telemetry"]["otlpEndpoint"]
+    if endpoint:
+        assert data["OTEL_EXPORTER_OTLP_ENDPOINT"] == endpoint
+    else:
+        assert "OTEL_EXPORTER_OTLP_ENDPOINT" not in data
+    assert data["FASTWORKER_TASK_MODULES"] == " ".join(rendering.values["taskModules"])
+
+
+def test_pods_carry_prometheus_scrape_annotations_unless_switched_off(
+    rendering: Rendering,
+) -> None:
+    ports = {CONTROL_PLANE: "8080", SUBWORKER: "9100"}
+    for component, port in ports.items():
+        annotations = rendering.deployment(component)["spec"]["template"]["metadata"].get(
+            "annotations", {}
+        )
+        if rendering.values["telemetry"]["scrapeAnnotations"]:
+            assert annotations["prometheus.io/scrape"] == "true"
+            assert annotations["prometheus.io/port"] == port
+            assert annotations["prometheus.io/path"] == "/metrics"
+        else:
+            assert not [k for k in annotations if k.startswith("prometheus.io/")]
+
+
+def test_extra_pod_labels_and_annotations_reach_only_their_component(
+    renderings: dict[str, Rendering],
+) -> None:
+    r = renderings["custom-image"]
+    cp = r.deployment(CONTROL_PLANE)["spec"]["template"]
+    sw = r.deployment(SUBWORKER)["spec"]["template"]
+    assert cp["metadata"]["annotations"]["example.com/owner"] == "payments"
+    assert "example.com/owner" not in sw["metadata"]["annotations"]
+    assert labels_of(sw)["example.com/tier"] == "batch"
+    assert "example.com/tier" not in labels_of(cp)
+    for component in (CONTROL_PLANE, SUBWORKER):
+        pod_spec = r.deployment(component)["spec"]["template"]["spec"]
+        assert pod_spec["imagePullSecrets"] == [{"name": "regcred"}], component
+
+
+def test_the_helm_test_pod_pulls_with_the_image_pull_secrets_too(
+    renderings: dict[str, Rendering],
+) -> None:
+    pod = helm_test_pod(renderings["custom-image"])
+    assert pod["spec"].get("imagePullSecrets") == [{"name": "regcred"}]
+
+
+# --- images ---------------------------------------------------------------------------------
+
+
+def test_the_default_images_are_tagged_with_the_app_version(
+    renderings: dict[str, Rendering],
+) -> None:
+    r = renderings["default"]
+    assert r.container(CONTROL_PLANE)["image"] == f"fastworker-control-plane:{APP_VERSION}"
+    assert r.container(SUBWORKER)["image"] == f"fastworker-subworker:{APP_VERSION}"
+    assert r.container(CONTROL_PLANE)["imagePullPolicy"] == "IfNotPresent"
+
+
+def test_custom_images_are_registry_slash_repository_colon_tag(
+    renderings: dict[str, Rendering],
+) -> None:
+    r = renderings["custom-image"]
+    registry = "registry.example.com/team"
+    assert r.container(SUBWORKER)["image"] == f"{registry}/acme/fastworker-tasks:2.3.4"
+    assert r.container(CONTROL_PLANE)["image"] == f"{registry}/fastworker-control-plane:0.1.0"
+    [test_pod] = r.of_kind("Pod")
+    assert test_pod["spec"]["containers"][0]["image"] == r.container(CONTROL_PLANE)["image"]
+
+
+# --- helm test ------------------------------------------------------------------------------
+
+FAKE_FASTWORKER = """\
+#!{python}
+# A stand-in for the `fastworker` command: parses its argv with the real `submit` parser,
+# records what it got, and answers like the echo task would (or with $FAKE_REPLY).
+import argparse, json, os, sys
+from fastworker.cli import client_commands
+parser = argparse.ArgumentParser(prog="fastworker")
+client_commands.add_commands(parser.add_subparsers(dest="command", required=True))
+args = parser.parse_args(sys.argv[1:])
+with open(os.environ["FAKE_RECORD"], "w") as f:
+    json.dump({{"command": args.command, "address": args.address, "task": args.task_name,
+               "args": args.args, "timeout": args.timeout}}, f)
+reply = os.environ.get("FAKE_REPLY")
+print(reply if reply is not None else json.dumps(json.loads(args.args[0])))
+"""
+
+
+def helm_test_pod(r: Rendering) -> dict[str, Any]:
+    [pod] = r.of_kind("Pod")
+    return pod
+
+
+def test_the_helm_test_pod_exists_only_when_tests_are_enabled(rendering: Rendering) -> None:
+    pods = rendering.of_kind("Pod")
+    if not rendering.values["tests"]["enabled"]:
+        assert pods == []
+        return
+    [pod] = pods
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    assert pod["spec"]["restartPolicy"] == "Never"
+    [container] = pod["spec"]["containers"]
+    script = " ".join(container["command"] + container["args"])
+    assert "fastworker submit" in script
+    assert f"--address tcp://{SERVICE_HOST}:5555" in script
+    assert "--task-name fastworker.echo" in script
+
+
+@pytest.fixture(scope="module")
+def fake_fastworker(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    bin_dir = tmp_path_factory.mktemp("fake-bin")
+    script = bin_dir / "fastworker"
+    script.write_text(FAKE_FASTWORKER.format(python=sys.executable))
+    script.chmod(0o755)
+    return bin_dir
+
+
+def run_test_pod(
+    pod: dict[str, Any], bin_dir: Path, record: Path, reply: str | None
+) -> subprocess.CompletedProcess[str]:
+    [container] = pod["spec"]["containers"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FASTWORKER_")}
+    env |= {"PATH": f"{bin_dir}{os.pathsep}{env['PATH']}", "FAKE_RECORD": str(record)}
+    if reply is not None:
+        env["FAKE_REPLY"] = reply
+    return subprocess.run(
+        [*container["command"], *container["args"]],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=30,
+    )
+
+
+def test_the_helm_test_pod_submits_an_echo_task_through_the_service_and_checks_the_result(
+    renderings: dict[str, Rendering], fake_fastworker: Path, tmp_path: Path
+) -> None:
+    pod = helm_test_pod(renderings["default"])
+    [container] = pod["spec"]["containers"]
+    assert container["command"] == ["sh", "-c"]
+
+    record = tmp_path / "argv.json"
+    ok = run_test_pod(pod, fake_fastworker, record, reply=None)
+    assert ok.returncode == 0, ok.stderr
+    assert 'result: "helm-test"' in ok.stdout
+    assert json.loads(record.read_text()) == {
+        "command": "submit",
+        "address": f"tcp://{SERVICE_HOST}:5555",
+        "task": "fastworker.echo",
+        "args": ['"helm-test"'],
+        "timeout": 60.0,
+    }
+
+    wrong = run_test_pod(pod, fake_fastworker, record, reply='"something else"')
+    assert wrong.returncode != 0
+
+
+def test_the_helm_test_pod_is_absent_when_tests_are_disabled(
+    renderings: dict[str, Rendering],
+) -> None:
+    r = renderings["everything-off"]
+    assert r.of_kind("Pod") == []
+    assert "tests/test-submit.yaml" not in r.manifests
+
+
+# --- NOTES.txt ------------------------------------------------------------------------------
+
+
+def test_the_notes_explain_helm_test_the_dashboard_and_the_service_host(
+    rendering: Rendering,
+) -> None:
+    notes = rendering.notes
+    assert SERVICE_HOST in notes
+    helm_test = f"helm test {RELEASE} --namespace {NAMESPACE}"
+    if rendering.of_kind("Pod"):
+        assert helm_test in notes
+    else:  # tests.enabled is false: the notes must not send anyone to a test that is not there
+        assert helm_test not in notes
+        assert "no `helm test` pod" in notes
+    dashboard = rf"kubectl port-forward --namespace {NAMESPACE} svc/{SERVICE} \d+:8080\b"
+    assert re.search(dashboard, notes), notes
+    assert f"tcp://{SERVICE_HOST}:5550" in notes
+
+
+# --- the values schema ------------------------------------------------------------------------
+
+# (values, the path the message must name, what it must say is wrong)
+BAD_VALUES = [
+    pytest.param(
+        {"subworker": {"replicas": -1}},
+        "at '/subworker/replicas'",
+        "minimum",
+        id="replicas-minus-1",
+    ),
+    pytest.param(
+        {"subworkr": {"replicas": 3}},
+        "'subworkr'",
+        "not allowed",
+        id="misspelled-top-level-key",
+    ),
+    pytest.param(
+        {"ports": {"http": 70000}},
+        "at '/ports/http'",
+        "maximum",
+        id="http-port-70000",
+    ),
+    pytest.param(
+        {"image": {"pullPolicy": "Sometimes"}},
+        "at '/image/pullPolicy'",
+        "must be one of",
+        id="pull-policy-sometimes",
+    ),
+    pytest.param(
+        {"telemetry": {"otlpEndpoint": "jaeger:4318"}},
+        "at '/telemetry/otlpEndpoint'",
+        "does not match pattern",
+        id="otlp-endpoint-without-scheme",
+    ),
+    pytest.param(
+        {"taskModules": ["not a module"]},
+        "at '/taskModules/0'",
+        "does not match pattern",
+        id="task-module-with-spaces",
+    ),
+    pytest.param(
+        {"subworker": {"autoscaling": {"enabled": True}, "keda": {"enabled": True}}},
+        "at '/subworker/keda/enabled'",
+        "must be false",
+        id="hpa-and-keda-together",
+    ),
+]
+
+
+@pytest.mark.parametrize(("values", "path", "problem"), BAD_VALUES)
+def test_the_schema_rejects_bad_values_naming_the_offending_path(
+    values: dict[str, Any], path: str, problem: str
+) -> None:
+    with pytest.raises(HelmValuesError) as caught:
+        helm_python.Chart.load(CHART_DIR).validate_schema(copy.deepcopy(values))
+    assert path in str(caught.value)
+    assert problem in str(caught.value)
+
+
+@pytest.mark.parametrize(("values", "path", "problem"), BAD_VALUES)
+def test_rendering_bad_values_fails_naming_the_offending_path(
+    values: dict[str, Any], path: str, problem: str
+) -> None:
+    with pytest.raises(HelmValuesError) as caught:
+        render(values)
+    assert path in str(caught.value)
+    assert problem in str(caught.value)
