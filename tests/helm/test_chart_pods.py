@@ -72,6 +72,24 @@ def test_both_components_read_the_shared_configmap_with_otlp_only_when_configure
     assert data["FASTWORKER_TASK_MODULES"] == " ".join(rendering.values["taskModules"])
 
 
+def test_each_component_traces_under_its_own_service_name_with_its_pod_and_namespace(
+    rendering: Rendering,
+) -> None:
+    traced = bool(rendering.values["telemetry"]["otlpEndpoint"])
+    for component, name in (
+        (CONTROL_PLANE, "fastworker-control-plane"),
+        (SUBWORKER, "fastworker-subworker"),
+    ):
+        env = {e["name"]: e for e in rendering.container(component).get("env", [])}
+        if not traced:
+            assert "OTEL_SERVICE_NAME" not in env, component
+            continue
+        assert env["OTEL_SERVICE_NAME"]["value"] == name
+        assert env["K8S_POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+        attributes = env["OTEL_RESOURCE_ATTRIBUTES"]["value"]
+        assert attributes == "k8s.pod.name=$(K8S_POD_NAME),k8s.namespace.name=$(K8S_NAMESPACE)"
+
+
 def test_pods_carry_prometheus_scrape_annotations_unless_switched_off(
     rendering: Rendering,
 ) -> None:

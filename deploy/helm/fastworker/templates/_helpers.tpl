@@ -56,3 +56,18 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s:%s" .image.repository $tag -}}
 {{- end -}}
 {{- end -}}
+
+{{/* Tracing identity of one component: include with (dict "root" $ "service" "<name>").
+Only when an OTLP endpoint is set; the pod and namespace become resource attributes. */}}
+{{- define "fastworker.otelEnv" -}}
+{{- if .root.Values.telemetry.otlpEndpoint }}
+- name: OTEL_SERVICE_NAME
+  value: {{ .service | quote }}
+- name: K8S_POD_NAME
+  valueFrom: {fieldRef: {fieldPath: metadata.name}}
+- name: K8S_NAMESPACE
+  valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: "k8s.pod.name=$(K8S_POD_NAME),k8s.namespace.name=$(K8S_NAMESPACE)"
+{{- end }}
+{{- end -}}
