@@ -43,6 +43,7 @@ FASTWORKER_API = {
     "TaskCancelled",
     "TaskError",
     "TaskFailed",
+    "QueueFull",
     "TaskNotFound",
     "TaskRegistry",
     "TaskResult",

@@ -49,6 +49,10 @@ class TaskNotFound(RequestRejected):
     pass
 
 
+class QueueFull(RequestRejected):
+    """The priority is at its bound (``--max-queued``): nothing was queued; retry later."""
+
+
 class TaskFailed(FastWorkerError):
     """The task raised. ``remote_type``, ``remote_message`` and ``remote_traceback`` are the
     exception as the subworker saw it; ``reason`` says how it failed (``exception``,
@@ -73,6 +77,7 @@ _REJECTIONS: dict[str, type[RequestRejected]] = {
     ErrorCode.UNKNOWN_TASK: UnknownTask,
     ErrorCode.INVALID_ARGUMENTS: InvalidArguments,
     ErrorCode.TASK_NOT_FOUND: TaskNotFound,
+    ErrorCode.QUEUE_FULL: QueueFull,
 }
 
 

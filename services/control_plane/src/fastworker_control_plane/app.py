@@ -50,6 +50,7 @@ class ControlPlane:
         board = TaskBoard(
             BoardConfig(
                 max_redeliveries=self.config.max_redeliveries,
+                max_queued=self.config.max_queued,
                 result_max_size=self.config.result_max_size,
                 result_ttl=self.config.result_ttl,
                 max_message_size=self.config.max_message_size,

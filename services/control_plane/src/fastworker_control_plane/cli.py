@@ -129,6 +129,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     )
     add_option(
         parser,
+        "--max-queued",
+        type=int,
+        default=_D["max_queued"].default,
+        help="live tasks each priority may hold; past it submissions get queue_full",
+    )
+    add_option(
+        parser,
         "--http-port",
         type=int,
         default=_D["http_port"].default,
@@ -166,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
             result_ttl=args.result_ttl,
             result_max_size=args.result_max_size,
             max_redeliveries=args.max_redeliveries,
+            max_queued=args.max_queued,
             heartbeat_timeout=args.heartbeat_timeout,
             max_wait=args.max_wait,
             announce_interval=args.announce_interval,

@@ -6,6 +6,7 @@ import os
 import socket
 from dataclasses import dataclass, field
 
+from fastworker_control_plane.core.board import DEFAULT_MAX_QUEUED
 from fastworker_control_plane.core.result_cache import DEFAULT_MAX_SIZE, DEFAULT_TTL
 from fastworker_protocol import (
     DEFAULT_BASE_PORT,
@@ -30,6 +31,7 @@ class ControlPlaneConfig:
     result_ttl: float = DEFAULT_TTL
     result_max_size: int = DEFAULT_MAX_SIZE
     max_redeliveries: int = 3
+    max_queued: int = DEFAULT_MAX_QUEUED  # live tasks per priority before queue_full
     heartbeat_timeout: float = 10.0
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     max_wait: float = 3600.0
@@ -47,6 +49,8 @@ class ControlPlaneConfig:
             )
         if not 0 <= self.http_port <= 65535:
             raise ValueError(f"HTTP port {self.http_port} is outside 0..65535")
+        if self.max_queued < 1:
+            raise ValueError("max queued must be at least 1")
         if self.local_concurrency < 0:
             raise ValueError("local concurrency must be >= 0")
 

@@ -44,6 +44,8 @@ from fastworker_protocol import (
 
 # How far past an undispatchable task (no ready worker runs its name) dispatch looks.
 _DISPATCH_SCAN_LIMIT = 1024
+# Live tasks per priority before submissions get queue_full: memory stays bounded.
+DEFAULT_MAX_QUEUED = 250_000
 # Bytes an Assign adds around each task's own encoding, and around all of them.
 TASK_OVERHEAD = 32
 MESSAGE_OVERHEAD = 1024
@@ -95,6 +97,7 @@ class BoardConfig:
     result_max_size: int = DEFAULT_MAX_SIZE
     result_ttl: float = DEFAULT_TTL
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    max_queued: int = DEFAULT_MAX_QUEUED  # live (not final) tasks per priority
 
     @property
     def max_batch_bytes(self) -> int:
@@ -124,6 +127,7 @@ class TaskBoard:
         self.stats = TaskStats()
         self.signatures: dict[str, TaskSignature] = {}
         self._tasks: dict[str, TaskRecord] = {}
+        self.live: dict[Priority, int] = dict.fromkeys(Priority, 0)  # not final, per priority
         self._checkers: dict[str, ArgumentChecker] = {}
 
     # --- submissions -------------------------------------------------------------------------
@@ -138,6 +142,9 @@ class TaskBoard:
         for index, (spec, size) in enumerate(zip(specs, sizes, strict=True)):
             if (rejected := self._check(index, spec, size)) is not None:
                 raise rejected
+        new = sum(1 for spec in specs if not self._known(spec.id, now))
+        if (full := self._full(priority, new)) is not None:
+            raise full
         return [self._enqueue(s, size, priority, now) for s, size in zip(specs, sizes, strict=True)]
 
     def submit_each(
@@ -148,12 +155,35 @@ class TaskBoard:
         for index, spec in enumerate(specs):
             size = _size(spec)
             rejected = self._check(index, spec, size)
+            if rejected is None and not self._known(spec.id, now):
+                rejected = self._full(priority, 1, index=index)
             if rejected is None:
                 ids.append(self._enqueue(spec, size, priority, now))
             else:
                 ids.append("")
                 rejections.append(rejected)
         return ids, rejections
+
+    def _known(self, task_id: str, now: float) -> bool:
+        """A live task or a kept result: submitting it again queues nothing."""
+        return bool(task_id) and (
+            task_id in self._tasks or self.results.peek(task_id, now) is not None
+        )
+
+    def _full(self, priority: Priority, new: int, index: int | None = None) -> Rejected | None:
+        """``queue_full`` if ``new`` more tasks would pass the priority's bound."""
+        live, bound = self.live[priority], self.config.max_queued
+        if live + new <= bound:
+            return None
+        return Rejected(
+            ErrorCode.QUEUE_FULL,
+            f"the {priority} queue is full ({live} live tasks, bound {bound}): "
+            "retry later or at another priority",
+            index=index,
+            priority=str(priority),
+            live=live,
+            bound=bound,
+        )
 
     def _check(self, index: int, spec: TaskSpec, size: int) -> Rejected | None:
         if size > self.config.max_batch_bytes:
@@ -179,13 +209,14 @@ class TaskBoard:
 
     def _enqueue(self, spec: TaskSpec, size: int, priority: Priority, now: float) -> str:
         task_id = spec.id or uuid.uuid4().hex
-        if task_id in self._tasks or self.results.peek(task_id, now) is not None:
+        if self._known(task_id, now):
             return task_id
         record = TaskRecord.from_spec(spec, priority, now, size)
         record.id = task_id
         if record.timeout is None:
             record.timeout = self._timeouts.get(record.name)
         self._tasks[task_id] = record
+        self.live[priority] += 1
         record.line = self.stats.line(record.name, record.priority)
         record.line.submitted += 1
         if spec.eta is not None and spec.eta > now:
@@ -486,6 +517,7 @@ class TaskBoard:
         self._apply(record, event)
         record.finished_at = now
         del self._tasks[record.id]
+        self.live[record.priority] -= 1
         self.results.put(record.id, record, now)
         self.stats.finished(_line(record), _TALLIES[event], now)
         record.final = record.snapshot()
