@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+from pathlib import Path
 
 import pytest
 from harness import Cluster, free_port_block
@@ -147,3 +148,18 @@ async def test_a_retry_after_a_lost_reply_does_not_run_the_task_twice(cluster: C
         assert [t.task_id for t in await client.list_tasks()] == [task_id]
     assert result.status == TaskStatus.SUCCESS
     assert result.attempts == 1
+
+
+async def test_delay_with_an_idempotency_key_twice_runs_the_task_once(
+    client: Client, tmp_path: Path
+) -> None:
+    counter = tmp_path / "runs"
+
+    first = await client.delay("flaky", str(counter), 1, idempotency_key="order-42")
+    second = await client.delay("flaky", str(counter), 1, idempotency_key="order-42")
+    result = await client.wait_result(first, timeout=20)
+    third = await client.delay("flaky", str(counter), 1, idempotency_key="order-42")
+
+    assert first == second == third  # the result is still kept: same task
+    assert result.status == TaskStatus.SUCCESS
+    assert counter.read_text().strip() == "1"

@@ -166,15 +166,25 @@ class Client:
         priority: Priority | str | None = None,
         countdown: float | None = None,
         eta: datetime | float | None = None,
+        idempotency_key: str | None = None,
         **kwargs: Any,
     ) -> str:
         """Queue a task and return its id without waiting for it to run.
 
-        ``countdown`` (seconds from now) or ``eta`` (a datetime, or Unix seconds) delay it;
-        ``priority``, ``countdown`` and ``eta`` are therefore not passed to the task.
+        ``countdown`` (seconds from now) or ``eta`` (a datetime, or Unix seconds) delay it.
+        With ``idempotency_key``, a second call with the same key (and task) returns the
+        first call's task id instead of queueing again, for as long as that task is live or
+        its result is kept. ``priority``, ``countdown``, ``eta`` and ``idempotency_key`` are
+        therefore not passed to the task.
         """
         return await self.apply_async(
-            task, args, kwargs, priority=priority, countdown=countdown, eta=eta
+            task,
+            args,
+            kwargs,
+            priority=priority,
+            countdown=countdown,
+            eta=eta,
+            idempotency_key=idempotency_key,
         )
 
     async def apply_async(
@@ -189,10 +199,11 @@ class Client:
         eta: datetime | float | None = None,
         max_retries: int | None = None,
         time_limit: float | None = None,
+        idempotency_key: str | None = None,
     ) -> str:
-        """Queue a task; ``task_id`` makes the call idempotent across your own retries,
-        ``countdown``/``eta`` delay it, ``max_retries`` and ``time_limit`` (seconds an
-        attempt may run) override the task's own settings."""
+        """Queue a task; ``task_id`` or ``idempotency_key`` makes the call idempotent across
+        your own retries, ``countdown``/``eta`` delay it, ``max_retries`` and ``time_limit``
+        (seconds an attempt may run) override the task's own settings."""
         self._require_started()
         spec = _spec(
             task,
@@ -202,6 +213,7 @@ class Client:
             eta=_eta(countdown, eta),
             max_retries=max_retries,
             timeout=time_limit,
+            idempotency_key=idempotency_key,
         )
         queue = _priority(task, priority)
         with send_spans([spec], queue) as (traced,):
@@ -457,6 +469,7 @@ def _spec(
     eta: float | None = None,
     max_retries: int | None = None,
     timeout: float | None = None,
+    idempotency_key: str | None = None,
 ) -> TaskSpec:
     name = task if isinstance(task, str) else task.name
     return TaskSpec(
@@ -467,6 +480,7 @@ def _spec(
         eta=eta,
         max_retries=max_retries,
         timeout=timeout,
+        idempotency_key=idempotency_key,
     )
 
 

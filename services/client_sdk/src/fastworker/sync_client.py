@@ -91,11 +91,18 @@ class SyncClient:
         priority: Priority | str | None = None,
         countdown: float | None = None,
         eta: datetime | float | None = None,
+        idempotency_key: str | None = None,
         **kwargs: Any,
     ) -> str:
         return self._run(
             self._client.delay(
-                task, *args, priority=priority, countdown=countdown, eta=eta, **kwargs
+                task,
+                *args,
+                priority=priority,
+                countdown=countdown,
+                eta=eta,
+                idempotency_key=idempotency_key,
+                **kwargs,
             )
         )
 
@@ -111,6 +118,7 @@ class SyncClient:
         eta: datetime | float | None = None,
         max_retries: int | None = None,
         time_limit: float | None = None,
+        idempotency_key: str | None = None,
     ) -> str:
         return self._run(
             self._client.apply_async(
@@ -123,6 +131,7 @@ class SyncClient:
                 eta=eta,
                 max_retries=max_retries,
                 time_limit=time_limit,
+                idempotency_key=idempotency_key,
             )
         )
 

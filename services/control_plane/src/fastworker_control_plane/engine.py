@@ -254,6 +254,7 @@ class Engine:
             self.kick()
         if sweep:
             self.board.results.sweep(now)
+            self.board.forget_stale_keys(now)
         for worker_id in self._fetches:
             self.board.touch(worker_id, now)
         removed, finished = self.board.expire_silent(now, self.heartbeat_timeout)

@@ -43,7 +43,8 @@ class TaskSpec(Record):
     """A task as submitted. An empty ``id`` asks the control plane to assign one.
 
     ``eta`` (Unix seconds) delays it; ``max_retries`` and ``timeout`` (seconds) override
-    the task's own settings.
+    the task's own settings. A task submitted with the ``idempotency_key`` of a known task
+    of the same name is that task (its id comes back; nothing new is queued).
     """
 
     name: str
@@ -54,6 +55,7 @@ class TaskSpec(Record):
     eta: float | None = None
     max_retries: int | None = None
     timeout: float | None = None
+    idempotency_key: str | None = None
 
 
 class Assignment(Record):

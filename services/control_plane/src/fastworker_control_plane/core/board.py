@@ -17,11 +17,12 @@ import msgspec
 
 from fastworker_control_plane.core.arguments import ArgumentChecker
 from fastworker_control_plane.core.dispatch_policy import least_loaded
+from fastworker_control_plane.core.idempotency import IdempotencyKeys
 from fastworker_control_plane.core.periodic import BadSchedule, Periodic
 from fastworker_control_plane.core.queues import PriorityQueues
 from fastworker_control_plane.core.records import TaskRecord
 from fastworker_control_plane.core.result_cache import DEFAULT_MAX_SIZE, DEFAULT_TTL, ResultCache
-from fastworker_control_plane.core.retry_policy import RetryPolicy, Uniform
+from fastworker_control_plane.core.retry_policy import RetryPolicy, Uniform, summarized
 from fastworker_control_plane.core.schedule import Schedule
 from fastworker_control_plane.core.stats import Tally, TaskLine, TaskStats
 from fastworker_control_plane.core.workers import WorkerRegistry, WorkerSlot
@@ -127,6 +128,7 @@ class TaskBoard:
         self.stats = TaskStats()
         self.signatures: dict[str, TaskSignature] = {}
         self._tasks: dict[str, TaskRecord] = {}
+        self.keys = IdempotencyKeys()
         self.live: dict[Priority, int] = dict.fromkeys(Priority, 0)  # not final, per priority
         self._checkers: dict[str, ArgumentChecker] = {}
 
@@ -142,7 +144,7 @@ class TaskBoard:
         for index, (spec, size) in enumerate(zip(specs, sizes, strict=True)):
             if (rejected := self._check(index, spec, size)) is not None:
                 raise rejected
-        new = sum(1 for spec in specs if not self._known(spec.id, now))
+        new = sum(1 for spec in specs if self._existing(spec, now) is None)
         if (full := self._full(priority, new)) is not None:
             raise full
         return [self._enqueue(s, size, priority, now) for s, size in zip(specs, sizes, strict=True)]
@@ -155,7 +157,7 @@ class TaskBoard:
         for index, spec in enumerate(specs):
             size = _size(spec)
             rejected = self._check(index, spec, size)
-            if rejected is None and not self._known(spec.id, now):
+            if rejected is None and self._existing(spec, now) is None:
                 rejected = self._full(priority, 1, index=index)
             if rejected is None:
                 ids.append(self._enqueue(spec, size, priority, now))
@@ -169,6 +171,17 @@ class TaskBoard:
         return bool(task_id) and (
             task_id in self._tasks or self.results.peek(task_id, now) is not None
         )
+
+    def _existing(self, spec: TaskSpec, now: float) -> str | None:
+        """The id of the known task ``spec`` stands for (by id, then by key), if any."""
+        if self._known(spec.id, now):
+            return spec.id
+        task_id = self.keys.get(spec)
+        return task_id if task_id is not None and self._known(task_id, now) else None
+
+    def forget_stale_keys(self, now: float) -> int:
+        """Drop idempotency keys whose task is gone (result expired or evicted)."""
+        return self.keys.forget(lambda task_id: not self._known(task_id, now))
 
     def _full(self, priority: Priority, new: int, index: int | None = None) -> Rejected | None:
         """``queue_full`` if ``new`` more tasks would pass the priority's bound."""
@@ -208,9 +221,11 @@ class TaskBoard:
         return None
 
     def _enqueue(self, spec: TaskSpec, size: int, priority: Priority, now: float) -> str:
+        existing = self._existing(spec, now)
+        if existing is not None:
+            return existing
         task_id = spec.id or uuid.uuid4().hex
-        if self._known(task_id, now):
-            return task_id
+        self.keys.remember(spec, task_id)
         record = TaskRecord.from_spec(spec, priority, now, size)
         record.id = task_id
         if record.timeout is None:
@@ -470,7 +485,7 @@ class TaskBoard:
             return None
         if record.attempt_errors:
             record.attempt_errors.append(error)
-            error = _summarized(error, record.attempt_errors)
+            error = summarized(error, record.attempt_errors)
         record.error = error
         return self._finish(record, TaskEvent.FAIL, now)
 
@@ -574,14 +589,3 @@ class TaskBoard:
 def _line(record: TaskRecord) -> TaskLine:
     assert record.line is not None, "set when the task was accepted"
     return record.line
-
-
-def _summarized(last: TaskError, errors: list[TaskError]) -> TaskError:
-    """The last attempt's error, its message followed by every attempt's."""
-    lines = "; ".join(f"attempt {n}: {e.type}: {e.message}" for n, e in enumerate(errors, 1))
-    return TaskError(
-        type=last.type,
-        message=f"{last.message} (after {len(errors)} attempts: {lines})",
-        traceback=last.traceback,
-        reason=last.reason,
-    )

@@ -43,3 +43,14 @@ class RetryPolicy:
         """Seconds before retry number ``retry`` (1 for the first retry)."""
         ceiling = min(self.backoff_max, self.backoff * 2 ** (retry - 1))
         return uniform(0.0, ceiling)
+
+
+def summarized(last: TaskError, errors: list[TaskError]) -> TaskError:
+    """The last attempt's error, its message followed by every attempt's."""
+    lines = "; ".join(f"attempt {n}: {e.type}: {e.message}" for n, e in enumerate(errors, 1))
+    return TaskError(
+        type=last.type,
+        message=f"{last.message} (after {len(errors)} attempts: {lines})",
+        traceback=last.traceback,
+        reason=last.reason,
+    )
