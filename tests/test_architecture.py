@@ -49,6 +49,7 @@ FASTWORKER_API = {
     "TaskResult",
     "TaskStatus",
     "Timeout",
+    "Unauthorized",
     "UnknownTask",
     "__version__",
     "default_registry",

@@ -22,6 +22,7 @@ from fastworker.errors import (
     TaskFailed,
     TaskNotFound,
     Timeout,
+    Unauthorized,
     UnknownTask,
 )
 from fastworker.sync_client import SyncClient
@@ -49,6 +50,7 @@ __all__ = [
     "TaskResult",
     "TaskStatus",
     "Timeout",
+    "Unauthorized",
     "UnknownTask",
     "__version__",
     "default_registry",

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 from typing import TypeVar
 
+import msgspec
 import pynng
 
 from fastworker.errors import ControlPlaneUnavailable, Timeout, rejection
@@ -25,9 +26,10 @@ _NO_RESEND = -1  # NNG_DURATION_INFINITE: never resend on our behalf
 class RequestChannel:
     """Sends requests to one REP address and returns decoded replies."""
 
-    def __init__(self, address: str, codec: Codec) -> None:
+    def __init__(self, address: str, codec: Codec, auth: str | None = None) -> None:
         self.address = address
         self._codec = codec
+        self._auth = auth  # the control plane's shared token, put in every request
         # Naming the backend spares pynng a sniffio lookup on every send and receive.
         self._socket = pynng.Req0(recv_max_size=_nng_limit(codec), async_backend="asyncio")
         self._socket.resend_time = _NO_RESEND
@@ -47,6 +49,8 @@ class RequestChannel:
         no reply within ``timeout`` raises ``Timeout`` if a control plane is connected,
         else ``ControlPlaneUnavailable``.
         """
+        if self._auth is not None:
+            message = msgspec.structs.replace(message, auth=self._auth)
         data = self._codec.encode(message)
         context = self._socket.new_context()
         exchange = asyncio.ensure_future(_exchange(context, data))

@@ -8,6 +8,7 @@ in flight at once; each is a separate NNG context.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import uuid
 from collections import OrderedDict
@@ -91,7 +92,10 @@ class Client:
         *,
         address: str | None = None,
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        auth_token: str | None = None,
     ) -> None:
+        """``auth_token`` is the control plane's shared token, if it requires one
+        (default: the ``FASTWORKER_AUTH_TOKEN`` environment variable)."""
         if timeout <= 0:
             raise ValueError("timeout must be positive")
         if retries < 0:
@@ -101,6 +105,7 @@ class Client:
         self.retries = retries
         self._explicit_address = address
         self._codec = Codec(max_message_size)
+        self._auth = auth_token or os.environ.get("FASTWORKER_AUTH_TOKEN") or None
         self._submit: dict[Priority, RequestChannel] = {}
         self._coalescers: dict[Priority, SubmitCoalescer] = {}
         self._watcher: CompletionWatcher | None = None
@@ -115,10 +120,10 @@ class Client:
             return
         announce = await self._locate()
         self._submit = {
-            p: RequestChannel(addr, self._codec)
+            p: RequestChannel(addr, self._codec, self._auth)
             for p, addr in zip(Priority.by_rank(), announce.submit, strict=True)
         }
-        self._results = RequestChannel(announce.results, self._codec)
+        self._results = RequestChannel(announce.results, self._codec, self._auth)
         self._coalescers = {p: SubmitCoalescer(self._batch_sender(p)) for p in self._submit}
         self._watcher = CompletionWatcher(self._get_any)
 

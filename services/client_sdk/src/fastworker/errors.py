@@ -53,6 +53,10 @@ class QueueFull(RequestRejected):
     """The priority is at its bound (``--max-queued``): nothing was queued; retry later."""
 
 
+class Unauthorized(RequestRejected):
+    """The control plane requires a shared token and this request's was missing or wrong."""
+
+
 class TaskFailed(FastWorkerError):
     """The task raised. ``remote_type``, ``remote_message`` and ``remote_traceback`` are the
     exception as the subworker saw it; ``reason`` says how it failed (``exception``,
@@ -78,6 +82,7 @@ _REJECTIONS: dict[str, type[RequestRejected]] = {
     ErrorCode.INVALID_ARGUMENTS: InvalidArguments,
     ErrorCode.TASK_NOT_FOUND: TaskNotFound,
     ErrorCode.QUEUE_FULL: QueueFull,
+    ErrorCode.UNAUTHORIZED: Unauthorized,
 }
 
 

@@ -30,18 +30,21 @@ def add_option(
     switch: bool = False,
     required: bool = False,
     metavar: str | None = None,
+    secret: bool = False,
 ) -> None:
     """Add ``flag``; its default comes from ``FASTWORKER_<FLAG>`` when that is set.
 
     ``many`` takes any number of values (the variable splits on spaces and commas);
     ``switch`` is a boolean flag (the variable takes 1/0, true/false, yes/no, on/off);
-    ``required`` flags may be given by their variable instead.
+    ``required`` flags may be given by their variable instead; a ``secret`` one never
+    shows its value in ``--help``.
     """
     env = env_name(flag)
     raw = os.environ.get(env)
     if raw is not None:
         default = _parse_env(parser, env, raw, type, many, switch)
-    text = f"{help} (env {env}; default: {default})" if not switch else f"{help} (env {env})"
+    shown = "(set)" if secret and default else default
+    text = f"{help} (env {env}; default: {shown})" if not switch else f"{help} (env {env})"
     if switch:
         parser.add_argument(
             flag, action=argparse.BooleanOptionalAction, default=bool(default), help=text

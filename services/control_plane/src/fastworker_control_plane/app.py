@@ -102,6 +102,7 @@ class ControlPlane:
             control_plane_registry(self.engine, self._local),
             self.readiness,
             routes.routes(),
+            self.config.auth_token,
         )
         await self._web.start()
 
@@ -152,6 +153,7 @@ class ControlPlane:
                     concurrency=cfg.local_concurrency,
                     shutdown_timeout=cfg.shutdown_timeout,
                     max_message_size=cfg.max_message_size,
+                    auth_token=cfg.auth_token,
                 ),
                 self.registry,
                 registration_address=self._local_address,
@@ -185,7 +187,7 @@ class ControlPlane:
         self, name: str, addresses: list[str], handler: Handler, serves: tuple[type[Message], ...]
     ) -> pynng.Socket:
         sock = self._bind(pynng.Rep0, addresses)
-        server = ReplyServer(name, sock, self.codec, handler, serves)
+        server = ReplyServer(name, sock, self.codec, handler, serves, self.config.auth_token)
         server.start()
         self._servers.append(server)
         return sock

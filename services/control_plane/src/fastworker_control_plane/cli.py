@@ -12,6 +12,7 @@ from fastworker.cli.common import (
     EXIT_TASK_FAILED,
     EXIT_USAGE,
     CommandError,
+    add_auth_token,
     add_log_level,
     serve,
     traced,
@@ -141,6 +142,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         default=_D["http_port"].default,
         help="dashboard, JSON API, /metrics, /healthz and /readyz (0: off); binds --host",
     )
+    add_auth_token(parser)
     add_option(
         parser,
         "--check",
@@ -179,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
             announce_interval=args.announce_interval,
             max_message_size=args.max_message_size,
             http_port=args.http_port,
+            auth_token=args.auth_token or None,
         )
         plane = ControlPlane(config)
         with traced("fastworker-control-plane"):

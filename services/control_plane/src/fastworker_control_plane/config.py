@@ -36,6 +36,8 @@ class ControlPlaneConfig:
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     max_wait: float = 3600.0
     announce_interval: float = 2.0
+    # Every request must carry it when set; compared in constant time, never shown.
+    auth_token: str | None = field(default=None, repr=False)
     http_port: int = DEFAULT_HTTP_PORT  # dashboard, API, /metrics, health; 0 turns it off
 
     def __post_init__(self) -> None:

@@ -22,6 +22,7 @@ class ErrorCode(StrEnum):
     TASK_NOT_FOUND = "task_not_found"  # no such task id (never existed, or expired)
     UNKNOWN_WORKER = "unknown_worker"  # worker id not registered (control plane restarted?)
     SHUTTING_DOWN = "shutting_down"  # the control plane is stopping and takes no new work
+    UNAUTHORIZED = "unauthorized"  # the request lacks the control plane's auth token
     QUEUE_FULL = "queue_full"  # the priority is at its bound of live tasks; retry later
     INTERNAL = "internal"  # a bug on the replying side; the request may be retried
 

@@ -31,9 +31,11 @@ class Record(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Fa
 
 
 class Message(Record, tag_field="op", kw_only=True):
-    """Base of every top-level message."""
+    """Base of every top-level message. ``auth`` carries the shared token of a control
+    plane that requires one (requests only; replies never carry it)."""
 
     v: int = PROTOCOL_VERSION
+    auth: str | None = None
 
 
 # --- records ----------------------------------------------------------------------------

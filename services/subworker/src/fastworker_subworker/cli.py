@@ -12,6 +12,7 @@ from fastworker.cli.common import (
     EXIT_TASK_FAILED,
     EXIT_USAGE,
     CommandError,
+    add_auth_token,
     add_log_level,
     serve,
     traced,
@@ -70,6 +71,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         default="127.0.0.1",
         help="address the HTTP port binds (0.0.0.0 in a container)",
     )
+    add_auth_token(parser)
     add_option(
         parser,
         "--check",
@@ -99,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
             max_message_size=args.max_message_size,
             metrics_host=args.metrics_host,
             metrics_port=args.metrics_port,
+            auth_token=args.auth_token or None,
             **({"name": args.name} if args.name else {}),
         )
         worker = Subworker(config)

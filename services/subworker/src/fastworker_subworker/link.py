@@ -20,11 +20,13 @@ _MARGIN = 5.0  # seconds a reply may take beyond the time the request asks to be
 
 
 class ControlPlaneLink:
-    def __init__(self, address: str, codec: Codec, worker_id: str, timeout: float) -> None:
+    def __init__(
+        self, address: str, codec: Codec, worker_id: str, timeout: float, auth: str | None = None
+    ) -> None:
         self.address = address
         self.worker_id = worker_id
         self._timeout = timeout
-        self._channel = RequestChannel(address, codec)
+        self._channel = RequestChannel(address, codec, auth)
 
     @property
     def connected(self) -> bool:

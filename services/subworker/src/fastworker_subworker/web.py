@@ -8,10 +8,12 @@ No task ever travels over HTTP.
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Callable, Iterable
 
 import structlog
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from fastworker_subworker.health import PortInUse
@@ -29,12 +31,13 @@ class WebServer:
         metrics: CollectorRegistry,
         readiness: Readiness,
         routes: Iterable[web.AbstractRouteDef] = (),
+        auth: str | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self._metrics = metrics
         self._readiness = readiness
-        self.app = web.Application()
+        self.app = web.Application(middlewares=[] if auth is None else [token_required(auth)])
         self.app.add_routes(
             [
                 web.get("/healthz", self._healthz),
@@ -77,3 +80,42 @@ class WebServer:
     async def _metrics_text(self, request: web.Request) -> web.Response:
         body = generate_latest(self._metrics)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+OPEN_PATHS = ("/healthz", "/readyz", "/static/")  # health for orchestrators; page assets
+TOKEN_COOKIE = "fastworker_token"
+
+
+def token_required(token: str) -> Middleware:
+    """With a shared token set, everything but health and static assets needs it: as
+    ``Authorization: Bearer <token>`` (tools, Prometheus), or once as ``?token=`` in the
+    address bar, which sets a cookie for the dashboard's own requests (an EventSource
+    cannot send headers). Compared in constant time."""
+    expected = token.encode()
+
+    def matches(offered: str | None) -> bool:
+        return offered is not None and hmac.compare_digest(offered.encode(), expected)
+
+    @web.middleware
+    async def check_token(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path.startswith(OPEN_PATHS):
+            return await handler(request)
+        bearer = request.headers.get("Authorization", "")
+        if matches(bearer.removeprefix("Bearer ")) or matches(request.cookies.get(TOKEN_COOKIE)):
+            return await handler(request)
+        if matches(request.query.get("token")):
+            # Drop the token from the address bar (and from history) once the cookie is set.
+            rest = {k: v for k, v in request.rel_url.query.items() if k != "token"}
+            response = web.HTTPFound(request.rel_url.with_query(rest))
+            response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="Strict")
+            raise response
+        return web.json_response(
+            {
+                "error": "unauthorized",
+                "message": "this control plane requires its token: send "
+                "'Authorization: Bearer <token>', or open /?token=<token> once",
+            },
+            status=401,
+        )
+
+    return check_token

@@ -66,6 +66,8 @@ class SubworkerConfig:
     name: str = field(default_factory=_default_name)
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = None  # serve /metrics, /healthz and /readyz there
+    # The control plane's shared token, when it requires one (never shown in a repr).
+    auth_token: str | None = field(default=None, repr=False)
 
 
 class Subworker:
@@ -152,9 +154,7 @@ class Subworker:
                 await web.start()
             self._address = self._fixed_address or await self._locate(discovery)
             if self._address is not None:
-                self._link = ControlPlaneLink(
-                    self._address, self._codec, self.worker_id, self.config.request_timeout
-                )
+                self._link = self._new_link(self._address)
                 if await self._register():
                     await self._serve(runner, exchange, discovery, background)
         finally:
@@ -174,6 +174,12 @@ class Subworker:
             if self.state == WorkerState.STOPPING:
                 self._advance(WorkerEvent.STOPPED)
 
+    def _new_link(self, address: str) -> ControlPlaneLink:
+        cfg = self.config
+        return ControlPlaneLink(
+            address, self._codec, self.worker_id, cfg.request_timeout, cfg.auth_token
+        )
+
     def _web_server(self) -> WebServer | None:
         if self.config.metrics_port is None:
             return None
@@ -187,6 +193,7 @@ class Subworker:
             self.config.metrics_port,
             subworker_registry(self),
             self.readiness,
+            auth=self.config.auth_token,
         )
 
     async def _serve(
@@ -237,9 +244,7 @@ class Subworker:
         assert self._address is not None
         if self._link.address != self._address:  # the control plane moved
             self._link.close()
-            self._link = ControlPlaneLink(
-                self._address, self._codec, self.worker_id, self.config.request_timeout
-            )
+            self._link = self._new_link(self._address)
         if self._exchange is not None:
             self._exchange.link = self._link
         signatures = [t.signature() for t in self.registry]

@@ -98,7 +98,11 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def _with_client(args: argparse.Namespace, body: Callable[[Client], Awaitable[int]]) -> int:
     async def run() -> int:
         async with Client(
-            args.discovery_address, timeout=args.timeout, retries=1, address=args.address
+            args.discovery_address,
+            timeout=args.timeout,
+            retries=1,
+            address=args.address,
+            auth_token=args.auth_token,
         ) as client:
             return await body(client)
 

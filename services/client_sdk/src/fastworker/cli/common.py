@@ -27,6 +27,16 @@ class CommandError(Exception):
         self.exit_code = exit_code
 
 
+def add_auth_token(parser: argparse.ArgumentParser) -> None:
+    add_option(
+        parser,
+        "--auth-token",
+        default=None,
+        secret=True,
+        help="the shared token every request must carry (prefer the environment variable)",
+    )
+
+
 def add_client_options(parser: argparse.ArgumentParser) -> None:
     add_option(
         parser,
@@ -48,6 +58,7 @@ def add_client_options(parser: argparse.ArgumentParser) -> None:
         default=30.0,
         help="seconds to wait for the control plane (and for a result)",
     )
+    add_auth_token(parser)
 
 
 def add_log_level(parser: argparse.ArgumentParser) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 from collections.abc import Awaitable, Callable
 
 import pynng
@@ -46,12 +47,14 @@ class ReplyServer:
         codec: Codec,
         handler: Handler,
         serves: tuple[type[Message], ...],
+        auth: str | None = None,
     ) -> None:
         self.name = name
         self._socket = socket
         self._codec = codec
         self._handler = handler
         self._serves = serves
+        self._auth = None if auth is None else auth.encode()
         self._idle = 0
         self._receivers: set[asyncio.Task[None]] = set()
         self._contexts: set[pynng.Context] = set()
@@ -123,6 +126,11 @@ class ReplyServer:
         except DecodeError as exc:
             log.warning("bad request", server=self.name, code=exc.code, error=str(exc))
             return self._error(exc.code, str(exc))
+        if self._auth is not None and not hmac.compare_digest(
+            (message.auth or "").encode(), self._auth
+        ):
+            # Nothing else is said to a peer without the token: not even what ops exist.
+            return self._error(ErrorCode.UNAUTHORIZED, "missing or wrong auth token")
         if not isinstance(message, self._serves):
             served = ", ".join(message_op(m) for m in self._serves)
             return self._error(
