@@ -17,6 +17,7 @@ from fastworker.cli.common import (
     serve,
     traced,
 )
+from fastworker.errors import Unauthorized
 from fastworker.log_setup import configure_logging
 from fastworker.options import add_option
 from fastworker_protocol import DEFAULT_DISCOVERY_ADDRESS, DEFAULT_MAX_MESSAGE_SIZE
@@ -113,6 +114,13 @@ def run(args: argparse.Namespace) -> int:
             return serve(worker.run, worker.request_stop)
     except (CommandError, PortInUse) as exc:
         print(f"fastworker-subworker: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Unauthorized:
+        print(
+            "fastworker-subworker: the control plane refused this subworker: missing or "
+            "wrong auth token (set FASTWORKER_AUTH_TOKEN to the control plane's)",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
 
 
