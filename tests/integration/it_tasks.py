@@ -6,6 +6,7 @@ import asyncio
 import logging
 import os
 import time
+import uuid
 from pathlib import Path
 
 import structlog
@@ -87,3 +88,11 @@ def chatty(word: str) -> str:
     logging.getLogger("it_tasks").warning("stdlib says %s", word)
     structlog.get_logger("it_tasks").info("structlog says", word=word)
     return word
+
+
+@task
+async def mark(directory: str, index: int, seconds: float) -> int:
+    """Takes ``seconds``, then leaves one file per run, so a test can count runs."""
+    await asyncio.sleep(seconds)
+    (Path(directory) / f"{index}.{uuid.uuid4().hex}").touch()
+    return index
