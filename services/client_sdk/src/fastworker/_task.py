@@ -147,8 +147,8 @@ def task(
             raise ValueError("timeout must be positive")
         if repeat_interval is not None and cron is not None:
             raise ValueError("give repeat_interval or cron, not both")
-        if repeat_interval is not None and repeat_interval <= 0:
-            raise ValueError("repeat_interval must be positive")
+        if repeat_interval is not None and not 0.01 <= repeat_interval <= 366 * 24 * 3600:
+            raise ValueError("repeat_interval must be between 0.01 seconds and a year")
         t = Task(
             fn=f,
             name=name or f.__name__,

@@ -19,6 +19,9 @@ from cronsim import CronSim, CronSimError
 
 from fastworker_protocol import TaskSignature
 
+MIN_INTERVAL = 0.01  # seconds between ticks of a periodic task, at least
+MAX_INTERVAL = 366 * 24 * 3600.0  # and at most a year
+
 
 class BadSchedule(ValueError):
     pass
@@ -44,8 +47,13 @@ class Periodic:
             return None
         if signature.repeat_interval is not None and signature.cron is not None:
             raise BadSchedule(f"{signature.name}: give repeat_interval or cron, not both")
-        if signature.repeat_interval is not None and not signature.repeat_interval > 0:
-            raise BadSchedule(f"{signature.name}: repeat_interval must be positive")
+        interval = signature.repeat_interval
+        if interval is not None and not MIN_INTERVAL <= interval <= MAX_INTERVAL:
+            # NaN fails both comparisons too; tinier steps would spin the scheduler.
+            raise BadSchedule(
+                f"{signature.name}: repeat_interval must be between {MIN_INTERVAL:g} and "
+                f"{MAX_INTERVAL:g} seconds, not {interval!r}"
+            )
         try:
             tz = ZoneInfo(signature.cron_tz)
         except (ZoneInfoNotFoundError, ValueError) as exc:
