@@ -121,6 +121,23 @@ VALUE_SETS = [
         },
     ),
 ]
+VALUE_SETS.append(
+    ValueSet(
+        "auth",
+        {
+            "auth": {"enabled": True, "token": "a-test-token"},
+            "telemetry": {"serviceMonitor": {"enabled": True}, "podMonitor": {"enabled": True}},
+        },
+        ALWAYS
+        | {
+            "auth-secret.yaml",
+            "servicemonitor.yaml",
+            "podmonitor.yaml",
+            "subworker-pdb.yaml",
+            "tests/test-submit.yaml",
+        },
+    )
+)
 BY_ID = {v.id: v for v in VALUE_SETS}
 IDS = [v.id for v in VALUE_SETS]
 

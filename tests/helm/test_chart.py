@@ -170,6 +170,7 @@ def test_custom_resources_left_to_kubernetes_validate_are_only_keda_and_promethe
 # The component each template's objects belong to (None: any, e.g. what both share).
 COMPONENT_OF = {
     "configmap.yaml": None,
+    "auth-secret.yaml": None,
     "control-plane-deployment.yaml": CONTROL_PLANE,
     "control-plane-service.yaml": CONTROL_PLANE,
     "servicemonitor.yaml": CONTROL_PLANE,

@@ -24,10 +24,13 @@ from chart_render import (
     SERVICE_HOST,
     SUBWORKER,
     Rendering,
+    ValueSet,
+    build,
     labels_of,
+    merged,
     render,
 )
-from helm_python.errors import HelmValuesError
+from helm_python.errors import HelmRenderError, HelmValuesError
 
 # --- both pods ------------------------------------------------------------------------------
 
@@ -334,3 +337,53 @@ def test_rendering_bad_values_fails_naming_the_offending_path(
         render(values)
     assert path in str(caught.value)
     assert problem in str(caught.value)
+
+
+# --- the auth token -----------------------------------------------------------------------------
+
+
+def token_sources(r: Rendering) -> dict[str, Any]:
+    """Where each pod reads FASTWORKER_AUTH_TOKEN from, by component."""
+    pods = {c: r.container(c) for c in (CONTROL_PLANE, SUBWORKER)}
+    for pod in r.of_kind("Pod"):
+        pods["test"] = pod["spec"]["containers"][0]
+    return {
+        name: e.get("valueFrom")
+        for name, c in pods.items()
+        for e in c.get("env", [])
+        if e["name"] == "FASTWORKER_AUTH_TOKEN"
+    }
+
+
+def test_with_auth_every_pod_reads_the_token_from_the_secret_and_monitors_send_it(
+    renderings: dict[str, Rendering],
+) -> None:
+    r = renderings["auth"]
+    [secret] = r.of_kind("Secret")
+    assert secret["stringData"] == {"token": "a-test-token"}
+    reference = {"secretKeyRef": {"name": secret["metadata"]["name"], "key": "token"}}
+    assert token_sources(r) == {CONTROL_PLANE: reference, SUBWORKER: reference, "test": reference}
+    for monitor in r.of_kind("ServiceMonitor") + r.of_kind("PodMonitor"):
+        endpoints = monitor["spec"].get("endpoints") or monitor["spec"]["podMetricsEndpoints"]
+        assert endpoints[0]["authorization"] == {
+            "type": "Bearer",
+            "credentials": {"name": secret["metadata"]["name"], "key": "token"},
+        }
+
+
+def test_without_auth_no_pod_reads_a_token(rendering: Rendering) -> None:
+    if rendering.value_set.id != "auth":
+        assert token_sources(rendering) == {}
+        assert rendering.of_kind("Secret") == []
+
+
+def test_an_existing_secret_is_used_instead_of_creating_one() -> None:
+    r = build(ValueSet("mine", {"auth": {"enabled": True, "existingSecret": "mine"}}, frozenset()))
+    assert r.of_kind("Secret") == []
+    assert token_sources(r)[SUBWORKER] == {"secretKeyRef": {"name": "mine", "key": "token"}}
+
+
+def test_auth_without_a_token_or_a_secret_is_refused_with_a_clear_message() -> None:
+    message = re.escape("auth.enabled needs auth.existingSecret or auth.token")
+    with pytest.raises(HelmRenderError, match=message):
+        render(merged({"auth": {"enabled": True}}))

@@ -71,3 +71,18 @@ Only when an OTLP endpoint is set; the pod and namespace become resource attribu
   value: "k8s.pod.name=$(K8S_POD_NAME),k8s.namespace.name=$(K8S_NAMESPACE)"
 {{- end }}
 {{- end -}}
+
+{{/* The Secret holding the auth token, and the env entry that reads it. */}}
+{{- define "fastworker.authSecret" -}}
+{{- .Values.auth.existingSecret | default (printf "%s-auth" (include "fastworker.fullname" .)) -}}
+{{- end -}}
+
+{{- define "fastworker.authEnv" -}}
+{{- if .Values.auth.enabled }}
+- name: FASTWORKER_AUTH_TOKEN
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "fastworker.authSecret" . }}
+      key: {{ .Values.auth.secretKey }}
+{{- end }}
+{{- end -}}
