@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from fastworker_control_plane.core.board import BoardConfig, Rejected, TaskBoard
+from fastworker_control_plane.core.board import BoardConfig, TaskBoard
+from fastworker_control_plane.core.rejected import Rejected
 from fastworker_protocol import (
     ErrorCode,
     Outcome,

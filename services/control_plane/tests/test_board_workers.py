@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fastworker_control_plane.core.board import BoardConfig, Rejected, TaskBoard
+from fastworker_control_plane.core.board import BoardConfig, TaskBoard
+from fastworker_control_plane.core.rejected import Rejected
 from fastworker_protocol import (
     ErrorCode,
     Param,

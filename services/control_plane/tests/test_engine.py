@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from fastworker_control_plane.core.board import Rejected, TaskBoard
+from fastworker_control_plane.core.board import TaskBoard
+from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.engine import Engine
 from fastworker_protocol import (
     Assignment,

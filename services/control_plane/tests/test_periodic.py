@@ -7,8 +7,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from fastworker_control_plane.core.board import Rejected, TaskBoard
+from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.periodic import BadSchedule, Periodic
+from fastworker_control_plane.core.rejected import Rejected
 from fastworker_protocol import Outcome, Param, TaskSignature, TaskState
 
 NOW = 1_000_000.0

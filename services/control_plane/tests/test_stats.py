@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from fastworker._histogram import Histogram
-from fastworker_control_plane.core.board import BoardConfig, Rejected, TaskBoard
+from fastworker_control_plane.core.board import BoardConfig, TaskBoard
+from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.core.stats import THROUGHPUT_SPAN, Tally, TaskStats, Throughput
 from fastworker_protocol import (
     Outcome,

@@ -8,6 +8,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 import pynng
 import structlog
@@ -18,6 +19,8 @@ from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_control_plane.core.board import BoardConfig, TaskBoard
 from fastworker_control_plane.dashboard.routes import DashboardRoutes
 from fastworker_control_plane.dashboard.views import Identity
+from fastworker_control_plane.durability.entries import snapshot
+from fastworker_control_plane.durability.journal import Journal
 from fastworker_control_plane.engine import Clock, Engine
 from fastworker_control_plane.metrics import control_plane_registry
 from fastworker_control_plane.servers import registration, results, submission
@@ -65,6 +68,7 @@ class ControlPlane:
         self._stop = asyncio.Event()
         self._local_address = f"inproc://fastworker-{self.instance_id}"
         self._web: WebServer | None = None
+        self._journal: Journal | None = None
         self._serving = False
         self.started_at = time.time()
 
@@ -85,6 +89,7 @@ class ControlPlane:
         if tracer is not None:
             self.engine.dispatch_tracer = DispatchTracer(tracer)
         try:
+            self._recover()
             self._start()
             await self._start_web()
         except BaseException:
@@ -111,6 +116,27 @@ class ControlPlane:
         if not self.engine.accepting or self._stop.is_set():
             return "stopping"
         return None if self._serving else "starting"
+
+    def _recover(self) -> None:
+        """With a state dir: replay the journal onto the board, compact it, keep writing."""
+        if self.config.state_dir is None:
+            return
+        journal = Journal(Path(self.config.state_dir))
+        self._journal = journal
+        recovered, torn = journal.load()
+        board, now = self.engine.board, self.engine.clock()
+        redelivered = recovered.restore(board, now)
+        journal.rewrite(snapshot(board, now))
+        self.engine.keep_journal(journal)
+        log.info(
+            "journal replayed",
+            state_dir=self.config.state_dir,
+            live=len(board),
+            results=len(board.results),
+            redelivered=redelivered,
+            schedules=len(recovered.periodics),
+            torn_bytes=torn,
+        )
 
     def _start(self) -> None:
         cfg, ports, engine = self.config, self.config.ports, self.engine
@@ -227,6 +253,9 @@ class ControlPlane:
         if self._announcer is not None:
             await self._announcer.close()
         self._servers, self._background, self._announcer = [], [], None
+        if self._journal is not None:
+            await self._journal.close()
+            self._journal = None
         log.info("control plane stopped", instance=self.instance_id)
 
 

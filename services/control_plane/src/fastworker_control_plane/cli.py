@@ -21,6 +21,7 @@ from fastworker.log_setup import configure_logging
 from fastworker.options import add_option
 from fastworker_control_plane.app import ControlPlane
 from fastworker_control_plane.config import ControlPlaneConfig
+from fastworker_control_plane.durability.journal import JournalError
 from fastworker_protocol import (
     DEFAULT_BASE_PORT,
     DEFAULT_DISCOVERY_PORT,
@@ -137,6 +138,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     )
     add_option(
         parser,
+        "--state-dir",
+        default=None,
+        metavar="PATH",
+        help="keep tasks, results and schedules in a journal here, so they survive a "
+        "restart or crash (default: in memory only)",
+    )
+    add_option(
+        parser,
         "--http-port",
         type=int,
         default=_D["http_port"].default,
@@ -181,12 +190,13 @@ def run(args: argparse.Namespace) -> int:
             announce_interval=args.announce_interval,
             max_message_size=args.max_message_size,
             http_port=args.http_port,
+            state_dir=args.state_dir or None,
             auth_token=args.auth_token or None,
         )
         plane = ControlPlane(config)
         with traced("fastworker-control-plane"):
             return serve(plane.run, plane.request_stop)
-    except (TaskModuleError, ValueError, PortInUse, CommandError) as exc:
+    except (TaskModuleError, ValueError, PortInUse, CommandError, JournalError) as exc:
         print(f"fastworker-control-plane: {exc}", file=sys.stderr)
         return EXIT_USAGE
 

@@ -39,6 +39,7 @@ class ControlPlaneConfig:
     # Every request must carry it when set; compared in constant time, never shown.
     auth_token: str | None = field(default=None, repr=False)
     http_port: int = DEFAULT_HTTP_PORT  # dashboard, API, /metrics, health; 0 turns it off
+    state_dir: str | None = None  # the journal's directory; None keeps everything in memory
 
     def __post_init__(self) -> None:
         PortMap(self.base_port)  # validates the range

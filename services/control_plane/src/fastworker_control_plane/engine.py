@@ -13,7 +13,10 @@ from collections.abc import Callable, Iterable, Sequence
 
 import structlog
 
-from fastworker_control_plane.core.board import Rejected, TaskBoard
+from fastworker_control_plane.core.board import TaskBoard
+from fastworker_control_plane.core.rejected import Rejected
+from fastworker_control_plane.durability.entries import Recorder, snapshot
+from fastworker_control_plane.durability.journal import Journal
 from fastworker_control_plane.events import DEFAULT_BACKLOG, EventBus, Subscription
 from fastworker_control_plane.tracing import DispatchTracer
 from fastworker_control_plane.waiters import CompletionWaiters
@@ -50,6 +53,8 @@ class Engine:
         self._timer_due: float | None = None
         self.accepting = True
         self.dispatch_tracer: DispatchTracer | None = None  # set when exporting traces
+        self.journal: Journal | None = None  # set with --state-dir
+        self._recorder = Recorder()
 
     # --- clients -------------------------------------------------------------------------
 
@@ -66,6 +71,22 @@ class Engine:
         self.kick()
         self.arm_timer()
         return ids, rejected
+
+    def keep_journal(self, journal: Journal) -> None:
+        """Write every transition to ``journal`` from now on (it has been replayed)."""
+        self.journal = journal
+        self.board.record_changes = True
+        journal.start(lambda: snapshot(self.board, self.clock()))
+
+    def persisted(self) -> asyncio.Future[None]:
+        """Resolves once every transition so far is in the journal (at once without one):
+        what a reply that acknowledges them waits for."""
+        if self.journal is None:
+            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
+        self._publish()
+        return self.journal.flushed()
 
     def lookup(self, task_id: str) -> TaskResult | None:
         return self.board.get(task_id, self.clock())
@@ -191,7 +212,13 @@ class Engine:
     # --- housekeeping ----------------------------------------------------------------------
 
     def finished(self, results: Iterable[TaskResult]) -> None:
-        self.waiters.resolve(results)
+        """Tell the clients waiting for these results, once the results are durable."""
+        if self.journal is None:
+            self.waiters.resolve(results)
+            return
+        results = list(results)
+        if results:
+            self.persisted().add_done_callback(lambda _: self.waiters.resolve(results))
 
     def kick(self) -> None:
         """Run dispatch at the end of this event-loop turn (once, however often kicked)."""
@@ -206,8 +233,12 @@ class Engine:
 
     def _publish(self) -> None:
         if self.board.changes:
-            self.events.publish(self.board.take_changes(), self.clock())
-        self.board.record_changes = self.events.has_subscribers
+            changes = self.board.take_changes()
+            if self.journal is not None:
+                self.journal.append(self._recorder.entries(changes, self.board, self.clock()))
+            if self.events.has_subscribers:
+                self.events.publish(changes, self.clock())
+        self.board.record_changes = self.events.has_subscribers or self.journal is not None
 
     def _dispatch(self) -> None:
         self._dispatch_scheduled = False

@@ -15,12 +15,14 @@ from itertools import chain, islice
 
 import msgspec
 
+from fastworker_control_plane.core.admission import refusal
 from fastworker_control_plane.core.arguments import ArgumentChecker
 from fastworker_control_plane.core.dispatch_policy import least_loaded
 from fastworker_control_plane.core.idempotency import IdempotencyKeys
-from fastworker_control_plane.core.periodic import BadSchedule, Periodic
+from fastworker_control_plane.core.periodic import BadSchedule, Periodic, PeriodicState
 from fastworker_control_plane.core.queues import PriorityQueues
 from fastworker_control_plane.core.records import TaskRecord
+from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.core.result_cache import DEFAULT_MAX_SIZE, DEFAULT_TTL, ResultCache
 from fastworker_control_plane.core.retry_policy import RetryPolicy, Uniform, summarized
 from fastworker_control_plane.core.schedule import Schedule
@@ -68,19 +70,6 @@ _TALLIES = {
 _PERIODIC = "periodic:"  # scheduler-heap keys of periodic ticks (task ids are the others)
 
 
-class Rejected(Exception):
-    """A request the board refuses; ``code`` is the wire error code."""
-
-    def __init__(
-        self, code: ErrorCode, message: str, *, index: int | None = None, **detail: object
-    ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.index = index  # which task of a submission, when it is about one
-        self.detail = detail if index is None else {"index": index, **detail}
-
-
 @dataclass(frozen=True, slots=True)
 class Change:
     """One transition: the task's new state, for the event bus."""
@@ -117,6 +106,8 @@ class TaskBoard:
         self._policies: dict[str, RetryPolicy] = {}
         self._timeouts: dict[str, float] = {}
         self.periodics: dict[str, Periodic] = {}
+        # From the journal: resumed when a registration declares the schedule again.
+        self.saved_periodics: dict[str, PeriodicState] = {}
         # Transitions since the engine last took them, kept only while someone listens.
         self.record_changes = False
         self.changes: list[Change] = []
@@ -142,7 +133,7 @@ class TaskBoard:
         """
         sizes = [_size(spec) for spec in specs]
         for index, (spec, size) in enumerate(zip(specs, sizes, strict=True)):
-            if (rejected := self._check(index, spec, size)) is not None:
+            if (rejected := self._refusal(index, spec, size)) is not None:
                 raise rejected
         new = sum(1 for spec in specs if self._existing(spec, now) is None)
         if (full := self._full(priority, new)) is not None:
@@ -156,7 +147,7 @@ class TaskBoard:
         ids, rejections = [], []
         for index, spec in enumerate(specs):
             size = _size(spec)
-            rejected = self._check(index, spec, size)
+            rejected = self._refusal(index, spec, size)
             if rejected is None and self._existing(spec, now) is None:
                 rejected = self._full(priority, 1, index=index)
             if rejected is None:
@@ -198,34 +189,22 @@ class TaskBoard:
             bound=bound,
         )
 
-    def _check(self, index: int, spec: TaskSpec, size: int) -> Rejected | None:
-        if size > self.config.max_batch_bytes:
-            return Rejected(
-                ErrorCode.OVERSIZE,
-                f"task of {size} bytes cannot be dispatched in a "
-                f"{self.config.max_message_size}-byte message",
-                index=index,
-                task_name=spec.name,
-            )
-        checker = self._checkers.get(spec.name)
-        if checker is None:
-            return Rejected(
-                ErrorCode.UNKNOWN_TASK,
-                f"no subworker has registered a task named {spec.name!r}",
-                index=index,
-                task_name=spec.name,
-            )
-        problem = checker.problem(spec.args, spec.kwargs)
-        if problem is not None:
-            return Rejected(ErrorCode.INVALID_ARGUMENTS, problem, index=index, task_name=spec.name)
-        return None
+    def _refusal(self, index: int, spec: TaskSpec, size: int) -> Rejected | None:
+        return refusal(
+            index,
+            spec,
+            size,
+            self._checkers.get(spec.name),
+            max_bytes=self.config.max_batch_bytes,
+            max_message_size=self.config.max_message_size,
+        )
 
     def _enqueue(self, spec: TaskSpec, size: int, priority: Priority, now: float) -> str:
         existing = self._existing(spec, now)
         if existing is not None:
             return existing
         task_id = spec.id or uuid.uuid4().hex
-        self.keys.remember(spec, task_id)
+        self.keys.remember(spec.name, spec.idempotency_key, task_id)
         record = TaskRecord.from_spec(spec, priority, now, size)
         record.id = task_id
         if record.timeout is None:
@@ -306,22 +285,15 @@ class TaskBoard:
                     ErrorCode.INVALID_MESSAGE,
                     f"a periodic task is called without arguments: {problem}",
                 )
+            saved = self.saved_periodics.pop(signature.name, None)
+            if saved is not None:
+                periodic.resume(saved)
             self.periodics[signature.name] = periodic
             self.schedule.push(periodic.next_run, _PERIODIC + signature.name)
 
     def list_schedules(self, now: float) -> list[ScheduleInfo]:
-        return [
-            ScheduleInfo(
-                name=p.name,
-                spec=p.spec,
-                next_run=p.next_run,
-                last_run=p.last_run,
-                times_run=p.times_run,
-                skipped=p.skipped,
-                running=p.current is not None and p.current in self._tasks,
-            )
-            for p in sorted(self.periodics.values(), key=lambda p: p.name)
-        ]
+        ordered = sorted(self.periodics.values(), key=lambda p: p.name)
+        return [p.info(running=p.current is not None and p.current in self._tasks) for p in ordered]
 
     def learn_tasks(self, signatures: Iterable[TaskSignature]) -> None:
         """Accept submissions of these tasks even before a subworker that runs them joins."""
@@ -537,6 +509,38 @@ class TaskBoard:
         self.stats.finished(_line(record), _TALLIES[event], now)
         record.final = record.snapshot()
         return record.final
+
+    # --- recovery -------------------------------------------------------------------------
+
+    def adopt(self, record: TaskRecord, now: float) -> TaskResult | None:
+        """Take back a live task from the journal. One a subworker held when the control
+        plane stopped is redelivered (and may so run out of redeliveries: then its final
+        result is returned); a retrying one is queued at once."""
+        record.line = self.stats.line(record.name, record.priority)
+        self._tasks[record.id] = record
+        self.live[record.priority] += 1
+        self.keys.remember(record.name, record.idempotency_key, record.id)
+        record.queued_at = now
+        if record.state in _HELD:
+            return self._redeliver(record, now, reason="control_plane_restart")
+        if record.state == TaskState.SCHEDULED:
+            self.schedule.push(record.eta or now, record.id)
+            return None
+        if record.state == TaskState.RETRYING:
+            self._apply(record, TaskEvent.DUE)
+        self.queues.push(record.id, record.priority)
+        return None
+
+    def keep(self, record: TaskRecord) -> None:
+        """Take back a final result from the journal, for the rest of its time to live."""
+        assert record.finished_at is not None, "final records have finished"
+        record.line = self.stats.line(record.name, record.priority)
+        record.final = record.snapshot()
+        self.keys.remember(record.name, record.idempotency_key, record.id)
+        self.results.put(record.id, record, record.finished_at)
+
+    def live_records(self) -> list[TaskRecord]:
+        return list(self._tasks.values())
 
     # --- queries and cancel ----------------------------------------------------------------------
 

@@ -20,9 +20,9 @@ class IdempotencyKeys:
             return None
         return self._ids.get((spec.name, spec.idempotency_key))
 
-    def remember(self, spec: TaskSpec, task_id: str) -> None:
-        if spec.idempotency_key is not None:
-            self._ids[spec.name, spec.idempotency_key] = task_id
+    def remember(self, name: str, key: str | None, task_id: str) -> None:
+        if key is not None:
+            self._ids[name, key] = task_id
 
     def forget(self, gone: Callable[[str], bool]) -> int:
         """Drop the keys whose task is ``gone``; returns how many."""

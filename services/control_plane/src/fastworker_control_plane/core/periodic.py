@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import msgspec
 from cronsim import CronSim, CronSimError
 
-from fastworker_protocol import TaskSignature
+from fastworker_protocol import ScheduleInfo, TaskSignature
 
 MIN_INTERVAL = 0.01  # seconds between ticks of a periodic task, at least
 MAX_INTERVAL = 366 * 24 * 3600.0  # and at most a year
@@ -25,6 +26,18 @@ MAX_INTERVAL = 366 * 24 * 3600.0  # and at most a year
 
 class BadSchedule(ValueError):
     pass
+
+
+class PeriodicState(msgspec.Struct, array_like=True):
+    """What a periodic task has done, as the journal keeps it across restarts."""
+
+    name: str
+    spec: str
+    next_run: float
+    last_run: float | None
+    times_run: int
+    skipped: int
+    current: str | None
 
 
 @dataclass
@@ -65,6 +78,36 @@ class Periodic:
     @property
     def spec(self) -> str:
         return f"every {self.interval:g} s" if self.interval is not None else f"cron {self.cron}"
+
+    def state(self) -> PeriodicState:
+        return PeriodicState(
+            self.name,
+            self.spec,
+            self.next_run,
+            self.last_run,
+            self.times_run,
+            self.skipped,
+            self.current,
+        )
+
+    def resume(self, saved: PeriodicState) -> None:
+        """Carry on from a saved state, unless the schedule itself has changed since."""
+        if saved.spec != self.spec:
+            return
+        self.next_run = saved.next_run  # if long past, the first tick counts the missed ones
+        self.last_run, self.times_run = saved.last_run, saved.times_run
+        self.skipped, self.current = saved.skipped, saved.current
+
+    def info(self, *, running: bool) -> ScheduleInfo:
+        return ScheduleInfo(
+            name=self.name,
+            spec=self.spec,
+            next_run=self.next_run,
+            last_run=self.last_run,
+            times_run=self.times_run,
+            skipped=self.skipped,
+            running=running,
+        )
 
     def advance(self, now: float) -> int:
         """Move ``next_run`` to the first tick after ``now``; returns the ticks missed on

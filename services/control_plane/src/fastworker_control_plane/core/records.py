@@ -19,7 +19,7 @@ from fastworker_protocol import (
 )
 
 
-class TaskRecord(msgspec.Struct, gc=False):
+class TaskRecord(msgspec.Struct, gc=False, array_like=True, omit_defaults=True):
     """Mutable; like the messages, never part of a reference cycle (see ``Record``)."""
 
     id: str
@@ -44,6 +44,7 @@ class TaskRecord(msgspec.Struct, gc=False):
     retries: int = 0
     lost: int = 0  # times the worker running it was lost
     attempt_errors: list[TaskError] = msgspec.field(default_factory=list)
+    idempotency_key: str | None = None
     line: TaskLine | None = None  # where its statistics go (set when it is accepted)
     final: TaskResult | None = None  # its result, once final (what reads return)
 
@@ -62,7 +63,12 @@ class TaskRecord(msgspec.Struct, gc=False):
             eta=spec.eta,
             max_retries=spec.max_retries,
             timeout=spec.timeout,
+            idempotency_key=spec.idempotency_key,
         )
+
+    def stored(self) -> TaskRecord:
+        """A copy without the in-memory links, as the journal writes it."""
+        return msgspec.structs.replace(self, line=None, final=None)
 
     def apply(self, event: TaskEvent) -> TaskState:
         """Move along the transition table; raises ``InvalidTransition`` if not allowed."""

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 import pynng
 import structlog
 
-from fastworker_control_plane.core.board import Rejected
+from fastworker_control_plane.core.rejected import Rejected
 from fastworker_protocol import (
     Codec,
     DecodeError,

@@ -5,7 +5,7 @@ The port a ``Submit`` arrives on is its tasks' priority.
 
 from __future__ import annotations
 
-from fastworker_control_plane.core.board import Rejected
+from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.engine import Engine
 from fastworker_protocol import (
     Accepted,
@@ -34,6 +34,7 @@ class SubmissionHandler:
             if message.wait is not None:
                 raise Rejected(ErrorCode.INVALID_MESSAGE, "a non-atomic submit cannot wait")
             task_ids, rejected = self._engine.submit_each(message.tasks, self._priority)
+            await self._engine.persisted()
             return Accepted(
                 task_ids=task_ids,
                 rejected=[
@@ -41,6 +42,7 @@ class SubmissionHandler:
                 ],
             )
         task_ids = self._engine.submit(message.tasks, self._priority)
+        await self._engine.persisted()
         if message.wait is None:
             return Accepted(task_ids=task_ids)
         results = await self._engine.wait(task_ids, min(message.wait, self._max_wait))

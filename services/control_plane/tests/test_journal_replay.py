@@ -1,0 +1,179 @@
+"""Replaying the journal's entries onto a new board: every task comes back in its state,
+held ones redelivered, results within their TTL kept, schedules resumed; a compacted
+snapshot replays to the same board."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastworker_control_plane.core.board import BoardConfig, TaskBoard
+from fastworker_control_plane.durability.entries import Entry, Recorder, Recovered, snapshot
+from fastworker_protocol import Outcome, Param, TaskError, TaskSignature, TaskSpec, TaskState
+
+NOW = 1000.0
+ADD = TaskSignature(
+    name="add", params=[Param(name=p, kind="POSITIONAL_OR_KEYWORD") for p in ("x", "y")]
+)
+TICK = TaskSignature(name="tick", repeat_interval=60.0)
+
+
+def new_board(**config: Any) -> TaskBoard:
+    board = TaskBoard(BoardConfig(**config))
+    board.learn_tasks([ADD])
+    board.record_changes = True
+    return board
+
+
+def spec(task_id: str, **fields: Any) -> TaskSpec:
+    return TaskSpec(name="add", id=task_id, args=[1, 2], **fields)
+
+
+class Journaled:
+    """A board whose transitions are recorded, as the engine does."""
+
+    def __init__(self, **config: Any) -> None:
+        self.board = new_board(**config)
+        self.recorder = Recorder()
+        self.entries: list[Entry] = []
+
+    def record(self, now: float = NOW) -> None:
+        self.entries += self.recorder.entries(self.board.take_changes(), self.board, now)
+
+    def replayed(self, now: float, **config: Any) -> tuple[TaskBoard, int]:
+        recovered = Recovered()
+        for entry in self.entries:
+            recovered.apply(entry)
+        board = new_board(**config)
+        return board, recovered.restore(board, now)
+
+
+def test_every_task_comes_back_in_its_state() -> None:
+    # Given tasks finished, held by a worker, running there, queued, and delayed
+    j = Journaled()
+    names = ["finished", "held", "running", "waiting"]
+    j.board.submit([spec(name) for name in names], "normal", NOW)
+    j.board.submit([spec("later", eta=NOW + 600)], "high", NOW)
+    j.board.register("w", "w", 3, [ADD], NOW)
+    assert len(j.board.dispatch(["w"])["w"]) == 3  # all but "waiting"
+    j.board.report("w", ["running"], [Outcome(task_id="finished", ok=True, result=3)], NOW)
+    j.record()
+    # When the journal is replayed onto a new board
+    board, redelivered = j.replayed(NOW + 5)
+    # Then the finished task's result reads back and the held ones are queued again
+    finished = board.get("finished", NOW + 5)
+    assert finished is not None
+    assert finished.status == TaskState.SUCCESS
+    assert finished.result == 3
+    assert redelivered == 2
+    for task_id in ("held", "running"):
+        record = board.record(task_id, NOW + 5)
+        assert record is not None
+        assert record.state == TaskState.QUEUED
+        assert record.lost == 1
+    waiting = board.get("waiting", NOW + 5)
+    assert waiting is not None
+    assert waiting.status == TaskState.QUEUED
+    later = board.get("later", NOW + 5)
+    assert later is not None
+    assert later.status == TaskState.SCHEDULED
+    assert later.eta == NOW + 600
+    assert len(board) == 4
+    assert len(board.queues) == 3
+
+
+def test_a_delayed_task_is_released_on_time_after_the_replay() -> None:
+    j = Journaled()
+    j.board.submit([spec("later", eta=NOW + 60)], "normal", NOW)
+    j.record()
+    board, _ = j.replayed(NOW + 1)
+    assert board.release_due(NOW + 59) == 0
+    assert board.release_due(NOW + 60) == 1
+
+
+def test_a_retrying_task_is_queued_again_with_its_retries_counted() -> None:
+    j = Journaled()
+    j.board.submit([spec("flaky", max_retries=3)], "normal", NOW)
+    j.board.register("w", "w", 1, [ADD], NOW)
+    j.board.dispatch(["w"])
+    failure = Outcome(task_id="flaky", ok=False, error=TaskError(type="ValueError", message="x"))
+    j.board.report("w", [], [failure], NOW)
+    j.record()
+    board, _ = j.replayed(NOW + 1)
+    record = board.record("flaky", NOW + 1)
+    assert record is not None
+    assert (record.state, record.retries, len(record.attempt_errors)) == (TaskState.QUEUED, 1, 1)
+
+
+def test_a_task_held_too_often_fails_instead_of_running_forever() -> None:
+    j = Journaled(max_redeliveries=0)
+    j.board.submit([spec("held")], "normal", NOW)
+    j.board.register("w", "w", 1, [ADD], NOW)
+    j.board.dispatch(["w"])
+    j.record()
+    board, _ = j.replayed(NOW + 1, max_redeliveries=0)
+    result = board.get("held", NOW + 1)
+    assert result is not None
+    assert result.status == TaskState.FAILURE
+    assert result.error is not None
+    assert result.error.reason == "worker_lost"
+
+
+def test_results_past_their_ttl_are_not_restored() -> None:
+    j = Journaled(result_ttl=10)
+    j.board.submit([spec("old")], "normal", NOW)
+    j.board.cancel("old", NOW)
+    j.record()
+    board, _ = j.replayed(NOW + 9, result_ttl=10)
+    assert board.get("old", NOW + 9) is not None
+    board, _ = j.replayed(NOW + 11, result_ttl=10)
+    assert board.get("old", NOW + 11) is None
+
+
+def test_an_idempotency_key_still_names_its_task_after_the_replay() -> None:
+    j = Journaled()
+    [first] = j.board.submit([spec("", idempotency_key="order-7")], "normal", NOW)
+    j.record()
+    board, _ = j.replayed(NOW + 1)
+    assert board.submit([spec("", idempotency_key="order-7")], "normal", NOW + 1) == [first]
+    assert len(board) == 1
+
+
+def test_a_periodic_schedule_resumes_where_it_was() -> None:
+    j = Journaled()
+    j.board.learn_tasks([TICK])
+    j.board.learn_schedules([TICK], NOW)
+    j.board.release_due(NOW + 60)  # the first tick runs
+    j.record(NOW + 60)
+    board, _ = j.replayed(NOW + 70)
+    board.learn_tasks([TICK])
+    board.learn_schedules([TICK], NOW + 70)
+    [info] = board.list_schedules(NOW + 70)
+    assert (info.times_run, info.next_run, info.running) == (1, NOW + 120, True)
+
+
+def test_a_changed_schedule_starts_afresh() -> None:
+    j = Journaled()
+    j.board.learn_schedules([TICK], NOW)
+    j.board.release_due(NOW + 60)
+    j.record(NOW + 60)
+    board, _ = j.replayed(NOW + 70)
+    hourly = TaskSignature(name="tick", repeat_interval=3600.0)
+    board.learn_schedules([hourly], NOW + 70)
+    [info] = board.list_schedules(NOW + 70)
+    assert (info.times_run, info.next_run) == (0, NOW + 70 + 3600)
+
+
+def test_a_snapshot_replays_to_the_same_tasks() -> None:
+    j = Journaled()
+    j.board.submit([spec("a"), spec("b"), spec("c", eta=NOW + 60)], "normal", NOW)
+    j.board.register("w", "w", 1, [ADD], NOW)
+    j.board.dispatch(["w"])
+    j.board.report("w", [], [Outcome(task_id="a", ok=True, result=3)], NOW)
+    j.record()
+    original, _ = j.replayed(NOW + 1)
+    compacted = Journaled()
+    compacted.entries = snapshot(original, NOW + 1)
+    again, redelivered = compacted.replayed(NOW + 2)
+    assert redelivered == 0
+    listed = [(r.task_id, r.status, r.result) for r in original.list_tasks(None, 10, NOW + 1)]
+    assert [(r.task_id, r.status, r.result) for r in again.list_tasks(None, 10, NOW + 2)] == listed
