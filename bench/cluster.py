@@ -2,13 +2,16 @@
 the public CLI (``python -m fastworker.cli``) on free ports, and a connected ``Client``.
 
 Topologies: ``cp`` is a control plane alone that runs tasks itself; ``cp+1sw`` and
-``cp+2sw`` are a control plane with ``--local-concurrency 0`` plus subworkers. The
-cluster is ready when ``list_workers`` shows the workers that will run tasks.
+``cp+2sw`` are a control plane with ``--local-concurrency 0`` plus subworkers;
+``cp+1sw+journal`` is ``cp+1sw`` made durable (``--state-dir`` in a fresh temporary
+directory, so every acknowledgement waits for its fsync). The cluster is ready when
+``list_workers`` shows the workers that will run tasks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -19,7 +22,8 @@ from bench.procs import Proc, Supervisor, free_port_block, rss_mib
 from fastworker import Client
 
 TASK_MODULES = "bench_tasks"
-SUBWORKERS = {"cp": 0, "cp+1sw": 1, "cp+2sw": 2}
+SUBWORKERS = {"cp": 0, "cp+1sw": 1, "cp+2sw": 2, "cp+1sw+journal": 1}
+JOURNALED = {"cp+1sw+journal"}
 READY_TIMEOUT = 30.0
 CLIENT_TIMEOUT = 30.0
 _POLL = 0.02
@@ -55,9 +59,13 @@ class Cluster:
         head = [self.control_plane] if self.control_plane is not None else []
         return head + self.subworkers
 
-    def start_control_plane(self, local_concurrency: int | None) -> Proc:
+    def start_control_plane(
+        self, local_concurrency: int | None, state_dir: str | None = None
+    ) -> Proc:
         """``local_concurrency=None`` keeps the control plane's default (the CPU count)."""
         local = [] if local_concurrency is None else ["--local-concurrency", str(local_concurrency)]
+        if state_dir is not None:
+            local += ["--state-dir", state_dir]
         self.control_plane = self.supervisor.python_module(
             "control-plane",
             "fastworker.cli",
@@ -161,10 +169,12 @@ async def running_cluster(
     local concurrency for ``cp``, each subworker's otherwise); ``None`` keeps the defaults.
     """
     subworkers = SUBWORKERS[topology]
-    async with cluster_session(supervisor) as cluster:
-        cluster.start_control_plane(worker_concurrency if subworkers == 0 else 0)
-        for _ in range(subworkers):
-            cluster.start_subworker(worker_concurrency)
-        async with cluster.client() as client:
-            await cluster.wait_workers(client, remote=subworkers, local=subworkers == 0)
-            yield cluster, client
+    with tempfile.TemporaryDirectory(prefix="fastworker-bench-") as state:
+        async with cluster_session(supervisor) as cluster:
+            local = worker_concurrency if subworkers == 0 else 0
+            cluster.start_control_plane(local, state if topology in JOURNALED else None)
+            for _ in range(subworkers):
+                cluster.start_subworker(worker_concurrency)
+            async with cluster.client() as client:
+                await cluster.wait_workers(client, remote=subworkers, local=subworkers == 0)
+                yield cluster, client

@@ -7,7 +7,7 @@ from typing import Any
 
 SCENARIOS = ("floor", "latency", "pipelined", "batch", "io_bound", "memory")
 TOPOLOGY_SCENARIOS = ("latency", "pipelined", "batch", "io_bound")
-TOPOLOGIES = ("cp", "cp+1sw", "cp+2sw")
+TOPOLOGIES = ("cp", "cp+1sw", "cp+2sw", "cp+1sw+journal")
 
 RESULT_MAX_SIZE = 200_000  # so a 100,000-task run is not evicted before it is fetched
 SUBMIT_CHUNK = 1_000  # tasks per submit_batch call
@@ -82,6 +82,12 @@ class BenchConfig:
             "floor_batches_in_flight": FLOOR_BATCHES_IN_FLIGHT,
             "control_plane_flags": CONTROL_PLANE_FLAGS,
             "subworker_flags": SUBWORKER_FLAGS,
-            "local_concurrency": {"cp": "default (CPU count)", "cp+1sw": 0, "cp+2sw": 0},
+            "local_concurrency": {
+                "cp": "default (CPU count)",
+                "cp+1sw": 0,
+                "cp+2sw": 0,
+                "cp+1sw+journal": 0,
+            },
+            "journal": "cp+1sw+journal: cp+1sw with --state-dir in a fresh temporary directory",
             "io_bound_concurrency": "--local-concurrency 100 (cp), --concurrency 100 (subworkers)",
         }

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TOPOLOGIES = ("cp", "cp+1sw", "cp+2sw")
+TOPOLOGIES = ("cp", "cp+1sw", "cp+2sw", "cp+1sw+journal")
 PER_TOPOLOGY = (
     "latency.p50_ms",
     "latency.p99_ms",
