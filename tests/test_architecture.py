@@ -39,6 +39,8 @@ FASTWORKER_API = {
     "Priority",
     "RequestRejected",
     "SyncClient",
+    "TLS",
+    "TLSError",
     "Task",
     "TaskCancelled",
     "TaskError",

@@ -26,12 +26,14 @@ from fastworker.errors import (
     UnknownTask,
 )
 from fastworker.sync_client import SyncClient
+from fastworker.tls import TLS, TLSError
 from fastworker_protocol import Priority, TaskError, TaskResult
 from fastworker_protocol import TaskState as TaskStatus
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "TLS",
     "BatchItem",
     "Client",
     "ControlPlaneUnavailable",
@@ -41,6 +43,7 @@ __all__ = [
     "QueueFull",
     "RequestRejected",
     "SyncClient",
+    "TLSError",
     "Task",
     "TaskCancelled",
     "TaskError",

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 import pynng
 
 from fastworker.errors import ControlPlaneUnavailable
+from fastworker.tls import TLS, dial_config
 from fastworker_protocol import Announce, Codec, DecodeError, Probe
 
 _PROBE_INTERVAL = 0.25
@@ -26,11 +27,17 @@ _BACKLOG = 16
 class DiscoveryPeer:
     """A BUS socket dialed to one discovery address. Use within a running event loop."""
 
-    def __init__(self, address: str, codec: Codec, role: str = "client") -> None:
+    def __init__(
+        self, address: str, codec: Codec, role: str = "client", tls: TLS | None = None
+    ) -> None:
         self.address = address
         self._codec = codec
         self._probe = codec.encode(Probe(role=role))
-        self._socket = pynng.Bus0(recv_max_size=2 * codec.max_message_size, async_backend="asyncio")
+        self._socket = pynng.Bus0(
+            recv_max_size=2 * codec.max_message_size,
+            async_backend="asyncio",
+            tls_config=dial_config(address, tls),
+        )
         self._socket.reconnect_time_min = 50
         self._socket.reconnect_time_max = 1000
         self._socket.dial(address, block=False)

@@ -16,6 +16,7 @@ import msgspec
 import pynng
 
 from fastworker.errors import ControlPlaneUnavailable, Timeout, rejection
+from fastworker.tls import TLS, dial_config
 from fastworker_protocol import Codec, DecodeError, Error, Message
 
 M = TypeVar("M", bound=Message)
@@ -26,12 +27,18 @@ _NO_RESEND = -1  # NNG_DURATION_INFINITE: never resend on our behalf
 class RequestChannel:
     """Sends requests to one REP address and returns decoded replies."""
 
-    def __init__(self, address: str, codec: Codec, auth: str | None = None) -> None:
+    def __init__(
+        self, address: str, codec: Codec, auth: str | None = None, tls: TLS | None = None
+    ) -> None:
         self.address = address
         self._codec = codec
         self._auth = auth  # the control plane's shared token, put in every request
         # Naming the backend spares pynng a sniffio lookup on every send and receive.
-        self._socket = pynng.Req0(recv_max_size=_nng_limit(codec), async_backend="asyncio")
+        self._socket = pynng.Req0(
+            recv_max_size=_nng_limit(codec),
+            async_backend="asyncio",
+            tls_config=dial_config(address, tls),
+        )
         self._socket.resend_time = _NO_RESEND
         self._socket.reconnect_time_min = 50
         self._socket.reconnect_time_max = 1000

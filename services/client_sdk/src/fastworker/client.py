@@ -31,6 +31,7 @@ from fastworker.errors import (
     TaskNotFound,
     Timeout,
 )
+from fastworker.tls import TLS
 from fastworker.tracing import send_spans
 from fastworker_protocol import (
     DEFAULT_DISCOVERY_ADDRESS,
@@ -93,9 +94,12 @@ class Client:
         address: str | None = None,
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         auth_token: str | None = None,
+        tls: TLS | None = None,
     ) -> None:
         """``auth_token`` is the control plane's shared token, if it requires one
-        (default: the ``FASTWORKER_AUTH_TOKEN`` environment variable)."""
+        (default: the ``FASTWORKER_AUTH_TOKEN`` environment variable); ``tls`` holds
+        the CA (and, for mutual TLS, this client's certificate) for ``tls+tcp://``
+        addresses (default: the ``FASTWORKER_TLS_*`` variables)."""
         if timeout <= 0:
             raise ValueError("timeout must be positive")
         if retries < 0:
@@ -106,6 +110,7 @@ class Client:
         self._explicit_address = address
         self._codec = Codec(max_message_size)
         self._auth = auth_token or os.environ.get("FASTWORKER_AUTH_TOKEN") or None
+        self._tls = tls or TLS.from_env()
         self._submit: dict[Priority, RequestChannel] = {}
         self._coalescers: dict[Priority, SubmitCoalescer] = {}
         self._watcher: CompletionWatcher | None = None
@@ -120,17 +125,17 @@ class Client:
             return
         announce = await self._locate()
         self._submit = {
-            p: RequestChannel(addr, self._codec, self._auth)
+            p: RequestChannel(addr, self._codec, self._auth, self._tls)
             for p, addr in zip(Priority.by_rank(), announce.submit, strict=True)
         }
-        self._results = RequestChannel(announce.results, self._codec, self._auth)
+        self._results = RequestChannel(announce.results, self._codec, self._auth, self._tls)
         self._coalescers = {p: SubmitCoalescer(self._batch_sender(p)) for p in self._submit}
         self._watcher = CompletionWatcher(self._get_any)
 
     async def _locate(self) -> Announce:
         if self._explicit_address is not None:
             return announce_from_base(self._explicit_address)
-        peer = DiscoveryPeer(self.discovery_address, self._codec)
+        peer = DiscoveryPeer(self.discovery_address, self._codec, tls=self._tls)
         try:
             return await peer.announcement(self.timeout)
         finally:
@@ -450,18 +455,19 @@ def unwrap(result: TaskResult) -> Any:
 
 
 def announce_from_base(address: str) -> Announce:
-    """The addresses of a control plane given its first submission address (``tcp://h:5555``)."""
+    """The addresses of a control plane given its first submission address
+    (``tcp://h:5555``, or ``tls+tcp://h:5555``)."""
     scheme, sep, rest = address.partition("://")
     host, _, port = rest.rpartition(":")
     host = host.removeprefix("[").removesuffix("]")
-    if scheme != "tcp" or not sep or not host or not port.isdigit():
+    if scheme not in {"tcp", "tls+tcp"} or not sep or not host or not port.isdigit():
         raise ValueError(f"address must look like tcp://host:5555, got {address!r}")
-    ports = PortMap(base=int(port))
+    ports, tls = PortMap(base=int(port)), scheme == "tls+tcp"
     return Announce(
         instance_id="",
-        submit=[tcp_address(host, ports.submission(p)) for p in Priority.by_rank()],
-        results=tcp_address(host, ports.results),
-        registration=tcp_address(host, ports.registration),
+        submit=[tcp_address(host, ports.submission(p), tls=tls) for p in Priority.by_rank()],
+        results=tcp_address(host, ports.results, tls=tls),
+        registration=tcp_address(host, ports.registration, tls=tls),
     )
 
 

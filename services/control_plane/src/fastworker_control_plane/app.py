@@ -69,6 +69,8 @@ class ControlPlane:
         self._local_address = f"inproc://fastworker-{self.instance_id}"
         self._web: WebServer | None = None
         self._journal: Journal | None = None
+        # Read once: a missing or unreadable certificate fails here, before any socket.
+        self._tls_config = None if self.config.tls is None else self.config.tls.listening()
         self._serving = False
         self.started_at = time.time()
 
@@ -197,7 +199,11 @@ class ControlPlane:
         )
 
     def _bind(self, factory: type[pynng.Socket], addresses: list[str]) -> pynng.Socket:
-        sock = factory(recv_max_size=2 * self.codec.max_message_size, async_backend="asyncio")
+        sock = factory(
+            recv_max_size=2 * self.codec.max_message_size,
+            async_backend="asyncio",
+            tls_config=self._tls_config,
+        )
         try:
             for address in addresses:
                 sock.listen(address)

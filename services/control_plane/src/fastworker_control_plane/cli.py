@@ -14,7 +14,9 @@ from fastworker.cli.common import (
     CommandError,
     add_auth_token,
     add_log_level,
+    add_tls_options,
     serve,
+    tls_from,
     traced,
 )
 from fastworker.log_setup import configure_logging
@@ -152,6 +154,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         help="dashboard, JSON API, /metrics, /healthz and /readyz (0: off); binds --host",
     )
     add_auth_token(parser)
+    add_tls_options(parser, listening=True)
     add_option(
         parser,
         "--check",
@@ -191,6 +194,7 @@ def run(args: argparse.Namespace) -> int:
             max_message_size=args.max_message_size,
             http_port=args.http_port,
             state_dir=args.state_dir or None,
+            tls=tls_from(args),
             auth_token=args.auth_token or None,
         )
         plane = ControlPlane(config)

@@ -6,6 +6,7 @@ import os
 import socket
 from dataclasses import dataclass, field
 
+from fastworker.tls import TLS
 from fastworker_control_plane.core.board import DEFAULT_MAX_QUEUED
 from fastworker_control_plane.core.result_cache import DEFAULT_MAX_SIZE, DEFAULT_TTL
 from fastworker_protocol import (
@@ -40,6 +41,7 @@ class ControlPlaneConfig:
     auth_token: str | None = field(default=None, repr=False)
     http_port: int = DEFAULT_HTTP_PORT  # dashboard, API, /metrics, health; 0 turns it off
     state_dir: str | None = None  # the journal's directory; None keeps everything in memory
+    tls: TLS | None = None  # with a certificate and key: every TCP socket is tls+tcp://
 
     def __post_init__(self) -> None:
         PortMap(self.base_port)  # validates the range
@@ -73,7 +75,7 @@ class ControlPlaneConfig:
         return "0.0.0.0" if self.host in {"*", ""} else self.host
 
     def bind(self, port: int) -> str:
-        return tcp_address(self.bind_host, port)
+        return tcp_address(self.bind_host, port, tls=self.tls is not None)
 
     def advertise(self, port: int) -> str:
-        return tcp_address(self.advertised, port)
+        return tcp_address(self.advertised, port, tls=self.tls is not None)

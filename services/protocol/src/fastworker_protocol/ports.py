@@ -41,8 +41,8 @@ class PortMap:
         return self.base + REGISTRATION_OFFSET
 
 
-def tcp_address(host: str, port: int) -> str:
-    """``tcp://host:port``, bracketing IPv6 literals."""
+def tcp_address(host: str, port: int, *, tls: bool = False) -> str:
+    """``tcp://host:port`` (``tls+tcp://`` with ``tls``), bracketing IPv6 literals."""
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
-    return f"tcp://{host}:{port}"
+    return f"{'tls+tcp' if tls else 'tcp'}://{host}:{port}"

@@ -14,12 +14,15 @@ from fastworker.cli.common import (
     CommandError,
     add_auth_token,
     add_log_level,
+    add_tls_options,
     serve,
+    tls_from,
     traced,
 )
 from fastworker.errors import Unauthorized
 from fastworker.log_setup import configure_logging
 from fastworker.options import add_option
+from fastworker.tls import TLSError, dial_config
 from fastworker_protocol import DEFAULT_DISCOVERY_ADDRESS, DEFAULT_MAX_MESSAGE_SIZE
 from fastworker_subworker.health import PortInUse, check
 from fastworker_subworker.loader import TaskModuleError, load_task_modules
@@ -73,6 +76,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         help="address the HTTP port binds (0.0.0.0 in a container)",
     )
     add_auth_token(parser)
+    add_tls_options(parser)
     add_option(
         parser,
         "--check",
@@ -103,8 +107,10 @@ def run(args: argparse.Namespace) -> int:
             metrics_host=args.metrics_host,
             metrics_port=args.metrics_port,
             auth_token=args.auth_token or None,
+            tls=tls_from(args),
             **({"name": args.name} if args.name else {}),
         )
+        dial_config(config.discovery_address, config.tls)  # a bad TLS setting fails here
         worker = Subworker(config)
     except (TaskModuleError, ValueError) as exc:
         print(f"fastworker-subworker: {exc}", file=sys.stderr)
@@ -112,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with traced("fastworker-subworker"):
             return serve(worker.run, worker.request_stop)
-    except (CommandError, PortInUse) as exc:
+    except (CommandError, PortInUse, TLSError) as exc:
         print(f"fastworker-subworker: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except Unauthorized:

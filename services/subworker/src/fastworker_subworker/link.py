@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastworker._transport import RequestChannel
+from fastworker.tls import TLS
 from fastworker_protocol import (
     Ack,
     Assign,
@@ -21,12 +22,18 @@ _MARGIN = 5.0  # seconds a reply may take beyond the time the request asks to be
 
 class ControlPlaneLink:
     def __init__(
-        self, address: str, codec: Codec, worker_id: str, timeout: float, auth: str | None = None
+        self,
+        address: str,
+        codec: Codec,
+        worker_id: str,
+        timeout: float,
+        auth: str | None = None,
+        tls: TLS | None = None,
     ) -> None:
         self.address = address
         self.worker_id = worker_id
         self._timeout = timeout
-        self._channel = RequestChannel(address, codec, auth)
+        self._channel = RequestChannel(address, codec, auth, tls)
 
     @property
     def connected(self) -> bool:

@@ -24,6 +24,7 @@ import structlog
 from fastworker import ControlPlaneUnavailable, RequestRejected, TaskRegistry, Timeout
 from fastworker import default_registry as _default_registry
 from fastworker._discovery import DiscoveryPeer
+from fastworker.tls import TLS
 from fastworker.tracing import active_tracer
 from fastworker_protocol import (
     DEFAULT_DISCOVERY_ADDRESS,
@@ -68,6 +69,7 @@ class SubworkerConfig:
     metrics_port: int | None = None  # serve /metrics, /healthz and /readyz there
     # The control plane's shared token, when it requires one (never shown in a repr).
     auth_token: str | None = field(default=None, repr=False)
+    tls: TLS | None = None  # for tls+tcp:// control planes: the CA (and own certificate)
 
 
 class Subworker:
@@ -133,7 +135,9 @@ class Subworker:
         discovery = (
             None
             if self._fixed_address is not None
-            else DiscoveryPeer(self.config.discovery_address, self._codec, role="subworker")
+            else DiscoveryPeer(
+                self.config.discovery_address, self._codec, role="subworker", tls=self.config.tls
+            )
         )
         runner = TaskRunner(
             Executor(self.registry, TaskInstrument(self.worker_id, active_tracer())),
@@ -177,7 +181,7 @@ class Subworker:
     def _new_link(self, address: str) -> ControlPlaneLink:
         cfg = self.config
         return ControlPlaneLink(
-            address, self._codec, self.worker_id, cfg.request_timeout, cfg.auth_token
+            address, self._codec, self.worker_id, cfg.request_timeout, cfg.auth_token, cfg.tls
         )
 
     def _web_server(self) -> WebServer | None:

@@ -18,6 +18,7 @@ from fastworker.cli.common import (
     EXIT_USAGE,
     CommandError,
     add_client_options,
+    tls_from,
     traced,
 )
 from fastworker.client import Client
@@ -103,6 +104,7 @@ def _with_client(args: argparse.Namespace, body: Callable[[Client], Awaitable[in
             retries=1,
             address=args.address,
             auth_token=args.auth_token,
+            tls=tls_from(args),
         ) as client:
             return await body(client)
 

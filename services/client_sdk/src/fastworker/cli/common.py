@@ -11,6 +11,7 @@ import signal
 from collections.abc import Awaitable, Callable, Iterator
 
 from fastworker.options import add_option
+from fastworker.tls import TLS
 from fastworker.tracing import TracingUnavailable, configure_tracing
 from fastworker_protocol import DEFAULT_DISCOVERY_ADDRESS
 
@@ -37,6 +38,48 @@ def add_auth_token(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_tls_options(parser: argparse.ArgumentParser, *, listening: bool = False) -> None:
+    """``--tls-*``: the control plane's certificate (``listening``), or what a peer needs
+    to dial ``tls+tcp://`` addresses."""
+    add_option(
+        parser,
+        "--tls-cert",
+        default=None,
+        metavar="PEM",
+        help="this side's certificate: the control plane then listens on tls+tcp://"
+        if listening
+        else "this side's certificate, for a control plane that requires one (mutual TLS)",
+    )
+    add_option(parser, "--tls-key", default=None, metavar="PEM", help="the certificate's key")
+    add_option(
+        parser,
+        "--tls-ca",
+        default=None,
+        metavar="PEM",
+        help="require peers to present a certificate signed by this CA (mutual TLS)"
+        if listening
+        else "the CA that signed the control plane's certificate (for tls+tcp:// addresses)",
+    )
+    if not listening:
+        add_option(
+            parser,
+            "--tls-server-name",
+            default=None,
+            help="the name the control plane's certificate must carry (default: the host dialed)",
+        )
+
+
+def tls_from(args: argparse.Namespace) -> TLS | None:
+    """The ``--tls-*`` options as a ``TLS``, or ``None`` if none was given."""
+    tls = TLS(
+        args.tls_ca or None,
+        args.tls_cert or None,
+        args.tls_key or None,
+        getattr(args, "tls_server_name", None) or None,
+    )
+    return None if tls == TLS() else tls
+
+
 def add_client_options(parser: argparse.ArgumentParser) -> None:
     add_option(
         parser,
@@ -59,6 +102,7 @@ def add_client_options(parser: argparse.ArgumentParser) -> None:
         help="seconds to wait for the control plane (and for a result)",
     )
     add_auth_token(parser)
+    add_tls_options(parser)
 
 
 def add_log_level(parser: argparse.ArgumentParser) -> None:
