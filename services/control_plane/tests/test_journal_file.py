@@ -117,3 +117,29 @@ def test_a_state_dir_that_cannot_be_made_is_a_clear_error(tmp_path: Path) -> Non
     blocker.write_text("")
     with pytest.raises(JournalError, match="cannot use"):
         Journal(blocker / "state").load()
+
+
+async def test_a_failed_write_fails_its_requests_and_is_retried_by_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a journal whose next fsync fails (a full disk, say)
+    journal = opened(tmp_path)
+    journal.start(list)
+    real_sync = os.fdatasync
+    failures = [OSError(28, "No space left on device")]
+
+    def sync(fd: int) -> None:
+        if failures:
+            raise failures.pop()
+        real_sync(fd)
+
+    monkeypatch.setattr(os, "fdatasync", sync)
+    # When entries are appended, their acknowledgement fails
+    journal.append([tick(1)])
+    with pytest.raises(JournalError, match="No space left on device"):
+        await journal.flushed()
+    # Then the next commit writes them after all, ahead of what came since
+    journal.append([tick(2)])
+    await journal.flushed()
+    await journal.close()
+    assert replayed(tmp_path) == (["p1", "p2"], 0)

@@ -16,7 +16,7 @@ import structlog
 from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.durability.entries import Recorder, snapshot
-from fastworker_control_plane.durability.journal import Journal
+from fastworker_control_plane.durability.journal import Journal, JournalError
 from fastworker_control_plane.events import DEFAULT_BACKLOG, EventBus, Subscription
 from fastworker_control_plane.tracing import DispatchTracer
 from fastworker_control_plane.waiters import CompletionWaiters
@@ -87,6 +87,16 @@ class Engine:
             return done
         self._publish()
         return self.journal.flushed()
+
+    async def durable(self) -> None:
+        """Wait for ``persisted``; a journal that cannot be written is an ``internal``
+        error for the request (retrying it with the same task ids is safe)."""
+        try:
+            await self.persisted()
+        except JournalError as exc:
+            raise Rejected(
+                ErrorCode.INTERNAL, f"{exc} (the request took effect in memory only)"
+            ) from None
 
     def lookup(self, task_id: str) -> TaskResult | None:
         return self.board.get(task_id, self.clock())

@@ -128,7 +128,7 @@ class Journal:
     # --- appending ---------------------------------------------------------------------
 
     def append(self, entries: list[Entry]) -> None:
-        if entries:
+        if entries and self._broken is None:
             self._pending.append(frames.frame(self._encoder.encode(entries)))
             self._wake.set()
 
@@ -147,14 +147,16 @@ class Journal:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            while self._pending or self._waiters:
-                await self._commit()
+            while (self._pending or self._waiters) and await self._commit():
+                pass
             if self._closing:
                 return
             if self.size > max(self.compact_bytes, 2 * self._snapshot_size):
                 await self._compact()
 
-    async def _commit(self) -> None:
+    async def _commit(self) -> bool:
+        """Write what is pending and tell its waiters; ``False`` if the write failed (the
+        data stays pending, ahead of anything newer, for the next commit to retry)."""
         data, waiters = b"".join(self._pending), self._waiters
         self._pending, self._waiters = [], []
         error: BaseException | None = self._broken
@@ -164,6 +166,7 @@ class Journal:
                 self.commits += 1
             except OSError as exc:
                 error = exc
+                self._pending.insert(0, data)
                 log.error("journal write failed", path=str(self.path), error=str(exc))
         for waiter in waiters:
             if waiter.done():
@@ -172,6 +175,7 @@ class Journal:
                 waiter.set_result(None)
             else:
                 waiter.set_exception(JournalError(f"the journal cannot be written: {error}"))
+        return error is None
 
     def _write(self, data: bytes) -> None:
         assert self._fd is not None, "rewrite() opens the file"

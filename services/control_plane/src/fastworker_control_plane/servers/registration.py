@@ -36,12 +36,12 @@ class RegistrationHandler:
                 engine.seen(worker_id, pipe_id)
                 if message.started or message.outcomes:
                     engine.report(worker_id, message.started, message.outcomes)
-                    await engine.persisted()
+                    await engine.durable()
                 return await engine.assign(worker_id, min(wait, MAX_FETCH_WAIT), prefetch)
             case Report(worker_id=worker_id, started=started, outcomes=outcomes):
                 engine.seen(worker_id, pipe_id)
                 engine.report(worker_id, started, outcomes)
-                await engine.persisted()
+                await engine.durable()
                 return Ack()
             case Register(worker_id=worker_id, name=name, concurrency=concurrency, tasks=tasks):
                 local = worker_id == self._local_worker_id

@@ -37,7 +37,7 @@ class ResultsHandler:
                 return Results(results=await engine.wait(task_ids, wait, any_final=any_final))
             case Cancel(task_id=task_id):
                 result, changed = engine.cancel(task_id)
-                await engine.persisted()
+                await engine.durable()
                 return Cancelled(task_id=task_id, status=result.status, changed=changed)
             case ListTasks(status=status, limit=limit):
                 tasks = engine.board.list_tasks(status, min(limit, MAX_LISTED), engine.clock())

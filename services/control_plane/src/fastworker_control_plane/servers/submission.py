@@ -34,7 +34,7 @@ class SubmissionHandler:
             if message.wait is not None:
                 raise Rejected(ErrorCode.INVALID_MESSAGE, "a non-atomic submit cannot wait")
             task_ids, rejected = self._engine.submit_each(message.tasks, self._priority)
-            await self._engine.persisted()
+            await self._engine.durable()
             return Accepted(
                 task_ids=task_ids,
                 rejected=[
@@ -42,7 +42,7 @@ class SubmissionHandler:
                 ],
             )
         task_ids = self._engine.submit(message.tasks, self._priority)
-        await self._engine.persisted()
+        await self._engine.durable()
         if message.wait is None:
             return Accepted(task_ids=task_ids)
         results = await self._engine.wait(task_ids, min(message.wait, self._max_wait))
