@@ -228,7 +228,12 @@ class Engine:
             return
         results = list(results)
         if results:
-            self.persisted().add_done_callback(lambda _: self.waiters.resolve(results))
+            self.persisted().add_done_callback(lambda done: self._resolve(done, results))
+
+    def _resolve(self, persisted: asyncio.Future[None], results: list[TaskResult]) -> None:
+        if not persisted.cancelled() and persisted.exception() is not None:
+            log.warning("results told before they are durable", error=str(persisted.exception()))
+        self.waiters.resolve(results)
 
     def kick(self) -> None:
         """Run dispatch at the end of this event-loop turn (once, however often kicked)."""
