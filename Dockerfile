@@ -51,6 +51,13 @@ USER ${UID}:${UID}
 
 # --- the control plane ------------------------------------------------------------------------
 FROM runtime AS control-plane
+ARG UID=10001
+# The state dir for --state-dir (FASTWORKER_STATE_DIR): created here, owned by the runtime
+# user, so a named Docker volume mounted on it starts out writable (Docker copies the
+# ownership of the image's directory into an empty volume). Unused without the flag.
+USER root
+RUN install -d -m 0750 -o "${UID}" -g "${UID}" /var/lib/fastworker
+USER ${UID}:${UID}
 ENV FASTWORKER_HOST=0.0.0.0
 EXPOSE 5550 5555 5556 5557 5558 5559 5560 8080
 HEALTHCHECK --interval=5s --timeout=3s --start-period=20s --retries=3 \

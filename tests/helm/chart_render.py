@@ -62,9 +62,11 @@ ALWAYS = frozenset(
         "subworker-deployment.yaml",
     }
 )
+# On by default (controlPlane.persistence): the control plane's state claim.
+PVC = "control-plane-pvc.yaml"
 
 VALUE_SETS = [
-    ValueSet("default", {}, ALWAYS | {"subworker-pdb.yaml", "tests/test-submit.yaml"}),
+    ValueSet("default", {}, ALWAYS | {PVC, "subworker-pdb.yaml", "tests/test-submit.yaml"}),
     ValueSet(
         "hpa",
         {
@@ -76,7 +78,7 @@ VALUE_SETS = [
             "controlPlane": {"resources": {"limits": {"memory": "512Mi"}}},
             "telemetry": {"otlpEndpoint": "http://jaeger-collector.tracing:4318"},
         },
-        ALWAYS | {"subworker-hpa.yaml", "subworker-pdb.yaml", "tests/test-submit.yaml"},
+        ALWAYS | {PVC, "subworker-hpa.yaml", "subworker-pdb.yaml", "tests/test-submit.yaml"},
     ),
     ValueSet(
         "custom-image",
@@ -90,12 +92,13 @@ VALUE_SETS = [
             },
             "controlPlane": {"podAnnotations": {"example.com/owner": "payments"}},
         },
-        ALWAYS | {"subworker-pdb.yaml", "tests/test-submit.yaml"},
+        ALWAYS | {PVC, "subworker-pdb.yaml", "tests/test-submit.yaml"},
     ),
     ValueSet(
         "everything-off",
         {
             "tests": {"enabled": False},
+            "controlPlane": {"persistence": {"enabled": False}},
             "subworker": {"podDisruptionBudget": {"enabled": False}},
             "telemetry": {
                 "scrapeAnnotations": False,
@@ -113,6 +116,7 @@ VALUE_SETS = [
         },
         ALWAYS
         | {
+            PVC,
             "subworker-scaledobject.yaml",
             "servicemonitor.yaml",
             "podmonitor.yaml",
@@ -130,6 +134,7 @@ VALUE_SETS.append(
         },
         ALWAYS
         | {
+            PVC,
             "auth-secret.yaml",
             "servicemonitor.yaml",
             "podmonitor.yaml",
@@ -138,6 +143,27 @@ VALUE_SETS.append(
         },
     )
 )
+VALUE_SETS += [
+    ValueSet(
+        "persistence-options",
+        {
+            "controlPlane": {
+                "persistence": {
+                    "size": "20Gi",
+                    "storageClass": "-",
+                    "accessModes": ["ReadWriteOncePod"],
+                    "annotations": {"example.com/backup": "daily"},
+                }
+            }
+        },
+        ALWAYS | {PVC, "subworker-pdb.yaml", "tests/test-submit.yaml"},
+    ),
+    ValueSet(
+        "existing-claim",
+        {"controlPlane": {"persistence": {"existingClaim": "fastworker-journal"}}},
+        ALWAYS | {"subworker-pdb.yaml", "tests/test-submit.yaml"},
+    ),
+]
 BY_ID = {v.id: v for v in VALUE_SETS}
 IDS = [v.id for v in VALUE_SETS]
 

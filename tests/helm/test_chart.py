@@ -173,6 +173,7 @@ COMPONENT_OF = {
     "auth-secret.yaml": None,
     "control-plane-deployment.yaml": CONTROL_PLANE,
     "control-plane-service.yaml": CONTROL_PLANE,
+    "control-plane-pvc.yaml": CONTROL_PLANE,
     "servicemonitor.yaml": CONTROL_PLANE,
     "subworker-deployment.yaml": SUBWORKER,
     "subworker-hpa.yaml": SUBWORKER,

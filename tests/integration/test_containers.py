@@ -108,10 +108,12 @@ async def test_stopping_a_subworker_with_tasks_in_flight_loses_none(
     assert len(results) == 60
 
 
-async def test_subworkers_register_again_by_themselves_after_the_control_plane_restarts(
+async def test_after_a_control_plane_restart_results_are_kept_and_subworkers_come_back(
     cluster: ComposeCluster, client: Client
 ) -> None:
     await subworker_ids(client, 3)
+    before = await client.submit_task("add", (1, 2))
+    later = await client.delay("add", 3, 4, countdown=3600)
 
     await asyncio.to_thread(cluster.compose, "restart", "control-plane")
 
@@ -120,6 +122,13 @@ async def test_subworkers_register_again_by_themselves_after_the_control_plane_r
         assert len(after) == 3
         result = await fresh.submit_task("add", (20, 22))
         assert result.result == 42
+        # The compose file makes the control plane durable: its volume keeps the journal
+        kept = await fresh.get_task_result(before.task_id)
+        waiting = await fresh.get_task_result(later)
+    assert kept is not None
+    assert kept.result == 3
+    assert waiting is not None
+    assert waiting.status == TaskStatus.SCHEDULED
 
 
 async def test_a_tasks_spans_reach_the_trace_receiver_and_its_series_reach_prometheus(

@@ -57,6 +57,8 @@ class Container:
     ports: list[int]
     user: str
     read_only: bool
+    # Where the pod mounts its PersistentVolumeClaims (the control plane's state dir).
+    claim_mounts: list[str]
 
     @classmethod
     def of(cls, pod: dict[str, Any], config: dict[str, str]) -> Container:
@@ -64,6 +66,7 @@ class Container:
         env = dict(config) if spec.get("envFrom") else {}
         env.update({e["name"]: e["value"] for e in spec.get("env", []) if "value" in e})
         security = pod["spec"].get("securityContext", {})
+        claims = {v["name"] for v in pod["spec"].get("volumes", []) if "persistentVolumeClaim" in v}
         return cls(
             image=spec["image"],
             command=spec.get("command", []),
@@ -72,6 +75,9 @@ class Container:
             ports=[p["containerPort"] for p in spec.get("ports", [])],
             user=f"{security.get('runAsUser', 10001)}:{security.get('runAsGroup', 10001)}",
             read_only=spec.get("securityContext", {}).get("readOnlyRootFilesystem", False),
+            claim_mounts=[
+                m["mountPath"] for m in spec.get("volumeMounts", []) if m["name"] in claims
+            ],
         )
 
     def docker_run(self, name: str, network: str, *extra: str) -> list[str]:
@@ -81,6 +87,10 @@ class Container:
         argv += ["--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
         if self.read_only:
             argv += ["--read-only", "--tmpfs", "/tmp"]
+        # A PVC becomes an anonymous volume: initialised from the image's directory (owned
+        # by 10001), as fsGroup makes the claim writable; removed with the container (-v).
+        for path in self.claim_mounts:
+            argv += ["--mount", f"type=volume,target={path}"]
         for key, value in sorted(self.env.items()):
             argv += ["-e", f"{key}={value}"]
         if self.command:
@@ -98,7 +108,7 @@ def network() -> Iterator[str]:
     finally:
         containers = run("docker", "ps", "-aq", "--filter", f"network={name}").split()
         if containers:
-            run("docker", "rm", "-f", *containers)
+            run("docker", "rm", "-f", "-v", *containers)
         run("docker", "network", "rm", name)
 
 

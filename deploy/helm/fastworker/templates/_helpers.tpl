@@ -26,6 +26,16 @@
 {{- printf "%s.%s.svc" (include "fastworker.controlPlane.service" .) .Release.Namespace -}}
 {{- end -}}
 
+{{/* Where the control plane keeps its journal (--state-dir) when persistence is enabled,
+and the PersistentVolumeClaim mounted there: yours (existingClaim) or the chart's. */}}
+{{- define "fastworker.controlPlane.stateDir" -}}
+/var/lib/fastworker
+{{- end -}}
+
+{{- define "fastworker.controlPlane.stateClaim" -}}
+{{- .Values.controlPlane.persistence.existingClaim | default (printf "%s-control-plane-state" (include "fastworker.fullname" .) | trunc 63 | trimSuffix "-") -}}
+{{- end -}}
+
 {{/* The recommended app.kubernetes.io labels, less the selector ones. */}}
 {{- define "fastworker.commonLabels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
