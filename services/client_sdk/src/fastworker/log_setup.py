@@ -1,4 +1,6 @@
-"""Logging for FastWorker's processes: structlog, JSON lines unless stdout is a terminal.
+"""Logging for FastWorker's processes: structlog, JSON lines unless stdout is a terminal
+(``FASTWORKER_LOG_FORMAT=json`` or ``console`` decides instead, as ``fastworker dev`` does
+for the processes it runs).
 
 Only the commands call :func:`configure_logging`; importing the SDK never touches logging.
 """
@@ -6,6 +8,7 @@ Only the commands call :func:`configure_logging`; importing the SDK never touche
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import structlog
@@ -14,7 +17,10 @@ LEVELS = ("debug", "info", "warning", "error")
 
 
 def configure_logging(level: str = "info", *, json: bool | None = None) -> None:
-    use_json = not sys.stdout.isatty() if json is None else json
+    if json is None:
+        chosen = os.environ.get("FASTWORKER_LOG_FORMAT", "").lower()
+        json = chosen == "json" if chosen in {"json", "console"} else not sys.stdout.isatty()
+    use_json = json
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer()
     )

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 
-from fastworker.cli import client_commands
+from fastworker.cli import client_commands, dev
 from fastworker.cli.common import EXIT_OK, EXIT_USAGE, CommandError
 
 __all__ = ["main"]
@@ -27,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     for plugin in sorted(entry_points(group="fastworker.commands"), key=lambda e: e.name):
         plugin.load()(commands)
     client_commands.add_commands(commands)
+    dev.add_command(commands)
     return parser
 
 
