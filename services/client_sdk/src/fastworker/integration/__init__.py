@@ -1,0 +1,1 @@
+"""Integrations of the client with web frameworks (each needs its framework installed)."""
