@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 
 import pynng
 
-from fastworker.errors import ControlPlaneUnavailable
+from fastworker.errors import ControlPlaneUnavailable, nobody_at
 from fastworker.tls import TLS, dial_config
 from fastworker_protocol import Announce, Codec, DecodeError, Probe
 
@@ -55,10 +55,7 @@ class DiscoveryPeer:
                 if heard is not None:
                     return heard
                 break  # closed
-        raise ControlPlaneUnavailable(
-            f"no control plane announced itself on {self.address} within {timeout:g} s: "
-            "is it running? (start one with `fastworker control-plane`)"
-        )
+        raise ControlPlaneUnavailable(nobody_at(self.address, "announced itself", within=timeout))
 
     async def announcements(self) -> AsyncIterator[Announce]:
         """Every announcement from now on (probing once first), until the peer is closed."""

@@ -15,7 +15,7 @@ from typing import TypeVar
 import msgspec
 import pynng
 
-from fastworker.errors import ControlPlaneUnavailable, Timeout, rejection
+from fastworker.errors import ControlPlaneUnavailable, Timeout, nobody_at, rejection
 from fastworker.tls import TLS, dial_config
 from fastworker_protocol import Codec, DecodeError, Error, Message
 
@@ -72,15 +72,14 @@ class RequestChannel:
                 context.close()
         if not exchange.done():
             if not self.connected:
-                raise ControlPlaneUnavailable(
-                    f"no control plane answered at {self.address}: is it running? "
-                    "(start one with `fastworker control-plane`)"
-                )
+                raise ControlPlaneUnavailable(nobody_at(self.address))
             raise Timeout(f"no reply from {self.address} within {timeout:g} s")
         try:
             reply_bytes = exchange.result()
         except pynng.NNGException as exc:
             raise ControlPlaneUnavailable(f"connection to {self.address} failed: {exc}") from exc
+        if reply_bytes is None:
+            raise ControlPlaneUnavailable(f"the connection to {self.address} was closed")
         try:
             reply = self._codec.decode(reply_bytes)
         except DecodeError as exc:
@@ -101,13 +100,18 @@ class RequestChannel:
             self._socket.close()
 
 
-async def _exchange(context: pynng.Context, data: bytes) -> bytes:
-    await context.asend(data)
-    reply: bytes = await context.arecv()
+async def _exchange(context: pynng.Context, data: bytes) -> bytes | None:
+    """The reply, or ``None`` if the context was closed first (we gave up waiting): an
+    outcome, not an error, so a task still ending as the event loop stops reports nothing."""
+    try:
+        await context.asend(data)
+        reply: bytes = await context.arecv()
+    except pynng.Closed:
+        return None
     return reply
 
 
-def _discard_outcome(exchange: asyncio.Future[bytes]) -> None:
+def _discard_outcome(exchange: asyncio.Future[bytes | None]) -> None:
     if not exchange.cancelled():
         exchange.exception()
 

@@ -24,6 +24,15 @@ class ControlPlaneUnavailable(FastWorkerError):
     """No control plane answered at the address tried."""
 
 
+def nobody_at(address: str, what: str = "answered", within: float | None = None) -> str:
+    """The message for a control plane that is not there, with what to try."""
+    hint = "is it running? Start one with `fastworker dev --task-modules <your module>`"
+    if address.startswith("tls+tcp://"):
+        hint += ", and check that --tls-ca is the CA of its certificate"
+    when = "" if within is None else f" within {within:g} s"
+    return f"no control plane {what} at {address}{when}: {hint}"
+
+
 class Timeout(FastWorkerError, TimeoutError):
     """The control plane answered, but the operation did not finish in time."""
 

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 
-from fastworker.cli import client_commands, dev
+from fastworker.cli import client_commands, dev, watch
 from fastworker.cli.common import EXIT_OK, EXIT_USAGE, CommandError
 
 __all__ = ["main"]
@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         plugin.load()(commands)
     client_commands.add_commands(commands)
     dev.add_command(commands)
+    watch.add_command(commands)
     return parser
 
 

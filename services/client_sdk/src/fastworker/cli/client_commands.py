@@ -1,4 +1,4 @@
-"""``fastworker submit | status | result | cancel | workers | tasks``."""
+"""``fastworker submit | status | result | cancel | workers | tasks | schedules``."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+from fastworker.cli.batch import submit_batch_file
 from fastworker.cli.common import (
     EXIT_OK,
     EXIT_TASK_FAILED,
@@ -33,8 +34,16 @@ from fastworker_protocol import Priority, TaskResult, TaskState
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = commands.add_parser("submit", help="submit a task (and wait for its result)")
-    add_option(p, "--task-name", required=True, help="the registered task name")
+    p = commands.add_parser("submit", help="submit a task or a batch (and wait for results)")
+    add_option(p, "--task-name", default=None, help="the registered task name")
+    add_option(
+        p,
+        "--batch",
+        default=None,
+        metavar="FILE",
+        help='tasks from a JSON Lines file (- for stdin), one per line: {"task_name": '
+        '"add", "args": [1, 2], "kwargs": {}, "priority": "high"}',
+    )
     add_option(
         p,
         "--args",
@@ -122,6 +131,22 @@ def _with_client(args: argparse.Namespace, body: Callable[[Client], Awaitable[in
 
 
 def _submit(args: argparse.Namespace) -> int:
+    if args.batch is not None:
+        if args.task_name or args.args or args.kwargs:
+            raise CommandError("--batch takes every task from its file: drop --task-name/--args")
+
+        async def batch(client: Client) -> int:
+            return await submit_batch_file(
+                client,
+                args.batch,
+                wait=not args.non_blocking,
+                timeout=args.timeout,
+                as_json=args.json,
+            )
+
+        return _with_client(args, batch)
+    if args.task_name is None:
+        raise CommandError("give --task-name (one task) or --batch FILE (many)")
     task_args = [_json_or_text(a) for a in args.args]
 
     async def body(client: Client) -> int:
