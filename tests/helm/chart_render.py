@@ -163,6 +163,12 @@ VALUE_SETS += [
         {"controlPlane": {"persistence": {"existingClaim": "fastworker-journal"}}},
         ALWAYS | {"subworker-pdb.yaml", "tests/test-submit.yaml"},
     ),
+    # TLS on the NNG sockets from a Secret of the user's (the chart renders none).
+    ValueSet(
+        "tls",
+        {"tls": {"enabled": True, "existingSecret": f"{FULLNAME}-tls"}},
+        ALWAYS | {PVC, "subworker-pdb.yaml", "tests/test-submit.yaml"},
+    ),
 ]
 BY_ID = {v.id: v for v in VALUE_SETS}
 IDS = [v.id for v in VALUE_SETS]
@@ -275,6 +281,11 @@ def build(value_set: ValueSet) -> Rendering:
         for obj in load_all(text, loader=yaml.SafeLoader)
     ]
     return Rendering(value_set, merged(value_set.values), manifests, objects, notes)
+
+
+def nng_scheme(r: Rendering) -> str:
+    """The scheme every NNG address of this rendering must have."""
+    return "tls+tcp://" if r.values["tls"]["enabled"] else "tcp://"
 
 
 def arg_value(container: dict[str, Any], flag: str) -> str:

@@ -44,6 +44,7 @@ from chart_render import (
     labels_of,
     load_all,
     matches,
+    nng_scheme,
 )
 
 # --- the chart as a whole -------------------------------------------------------------------
@@ -375,7 +376,8 @@ def test_a_subworker_needs_only_the_discovery_address_of_the_control_plane_servi
     rendering: Rendering,
 ) -> None:
     container = rendering.container(SUBWORKER)
-    assert f"--discovery-address=tcp://{SERVICE_HOST}:5550" in container["args"]
+    scheme = nng_scheme(rendering)  # tls+tcp:// with tls.enabled
+    assert f"--discovery-address={scheme}{SERVICE_HOST}:5550" in container["args"]
     assert len([a for a in container["args"] if a.startswith("--discovery-address")]) == 1
     # No other address of the control plane is configured anywhere in the pod.
     others = [a for a in container["args"] if SERVICE in a and not a.startswith("--discovery")]

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +25,10 @@ from chart_render import (
     build,
     labels_of,
     merged,
+    nng_scheme,
     render,
 )
+from fake_cli import helm_test_pod, run_test_pod
 from helm_python.errors import HelmRenderError, HelmValuesError
 
 # --- both pods ------------------------------------------------------------------------------
@@ -156,27 +155,6 @@ def test_custom_images_are_registry_slash_repository_colon_tag(
 
 # --- helm test ------------------------------------------------------------------------------
 
-FAKE_FASTWORKER = """\
-#!{python}
-# A stand-in for the `fastworker` command: parses its argv with the real `submit` parser,
-# records what it got, and answers like the echo task would (or with $FAKE_REPLY).
-import argparse, json, os, sys
-from fastworker.cli import client_commands
-parser = argparse.ArgumentParser(prog="fastworker")
-client_commands.add_commands(parser.add_subparsers(dest="command", required=True))
-args = parser.parse_args(sys.argv[1:])
-with open(os.environ["FAKE_RECORD"], "w") as f:
-    json.dump({{"command": args.command, "address": args.address, "task": args.task_name,
-               "args": args.args, "timeout": args.timeout}}, f)
-reply = os.environ.get("FAKE_REPLY")
-print(reply if reply is not None else json.dumps(json.loads(args.args[0])))
-"""
-
-
-def helm_test_pod(r: Rendering) -> dict[str, Any]:
-    [pod] = r.of_kind("Pod")
-    return pod
-
 
 def test_the_helm_test_pod_exists_only_when_tests_are_enabled(rendering: Rendering) -> None:
     pods = rendering.of_kind("Pod")
@@ -189,35 +167,8 @@ def test_the_helm_test_pod_exists_only_when_tests_are_enabled(rendering: Renderi
     [container] = pod["spec"]["containers"]
     script = " ".join(container["command"] + container["args"])
     assert "fastworker submit" in script
-    assert f"--address tcp://{SERVICE_HOST}:5555" in script
+    assert f"--address {nng_scheme(rendering)}{SERVICE_HOST}:5555" in script
     assert "--task-name fastworker.echo" in script
-
-
-@pytest.fixture(scope="module")
-def fake_fastworker(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    bin_dir = tmp_path_factory.mktemp("fake-bin")
-    script = bin_dir / "fastworker"
-    script.write_text(FAKE_FASTWORKER.format(python=sys.executable))
-    script.chmod(0o755)
-    return bin_dir
-
-
-def run_test_pod(
-    pod: dict[str, Any], bin_dir: Path, record: Path, reply: str | None
-) -> subprocess.CompletedProcess[str]:
-    [container] = pod["spec"]["containers"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FASTWORKER_")}
-    env |= {"PATH": f"{bin_dir}{os.pathsep}{env['PATH']}", "FAKE_RECORD": str(record)}
-    if reply is not None:
-        env["FAKE_REPLY"] = reply
-    return subprocess.run(
-        [*container["command"], *container["args"]],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=30,
-    )
 
 
 def test_the_helm_test_pod_submits_an_echo_task_through_the_service_and_checks_the_result(
@@ -237,6 +188,8 @@ def test_the_helm_test_pod_submits_an_echo_task_through_the_service_and_checks_t
         "task": "fastworker.echo",
         "args": ['"helm-test"'],
         "timeout": 60.0,
+        "tls_ca": None,
+        "tls_server_name": None,
     }
 
     wrong = run_test_pod(pod, fake_fastworker, record, reply='"something else"')
@@ -267,7 +220,7 @@ def test_the_notes_explain_helm_test_the_dashboard_and_the_service_host(
         assert "no `helm test` pod" in notes
     dashboard = rf"kubectl port-forward --namespace {NAMESPACE} svc/{SERVICE} \d+:8080\b"
     assert re.search(dashboard, notes), notes
-    assert f"tcp://{SERVICE_HOST}:5550" in notes
+    assert f"  discovery  {nng_scheme(rendering)}{SERVICE_HOST}:5550\n" in notes
 
 
 # --- the values schema ------------------------------------------------------------------------

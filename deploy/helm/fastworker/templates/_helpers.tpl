@@ -96,3 +96,52 @@ Only when an OTLP endpoint is set; the pod and namespace become resource attribu
       key: {{ .Values.auth.secretKey }}
 {{- end }}
 {{- end -}}
+
+{{/* TLS on the NNG sockets (tls.*). The scheme of every NNG address the chart writes: */}}
+{{- define "fastworker.nngScheme" -}}
+{{- if .Values.tls.enabled -}}tls+tcp://{{- else -}}tcp://{{- end -}}
+{{- end -}}
+
+{{/* The Secret with tls.crt, tls.key and ca.crt: tls.existingSecret, which must be set. */}}
+{{- define "fastworker.tlsSecret" -}}
+{{- if not .Values.tls.existingSecret -}}
+{{- fail "tls.enabled needs tls.existingSecret: the name of a Secret holding tls.crt, tls.key and ca.crt (a cert-manager Certificate's secretName, or one made with kubectl create secret generic)" -}}
+{{- end -}}
+{{- .Values.tls.existingSecret -}}
+{{- end -}}
+
+{{- define "fastworker.tlsDir" -}}
+{{- .Values.tls.mountPath | trimSuffix "/" -}}
+{{- end -}}
+
+{{/* What one pod gets of that Secret: include with (dict "root" $ "role" "server") for the
+control plane (its certificate and key) or "client" (subworkers, the test pod: the CA only,
+so the key never leaves the control plane): its environment entries, and its volume (when
+tls.enabled), mounted read-only at tls.mountPath. */}}
+{{- define "fastworker.tlsEnv" -}}
+{{- if .root.Values.tls.enabled }}
+{{- $dir := include "fastworker.tlsDir" .root }}
+{{- if eq .role "server" }}
+- name: FASTWORKER_TLS_CERT
+  value: {{ printf "%s/tls.crt" $dir | quote }}
+- name: FASTWORKER_TLS_KEY
+  value: {{ printf "%s/tls.key" $dir | quote }}
+{{- else }}
+- name: FASTWORKER_TLS_CA
+  value: {{ printf "%s/ca.crt" $dir | quote }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{- define "fastworker.tlsVolume" -}}
+- name: tls
+  secret:
+    secretName: {{ include "fastworker.tlsSecret" .root | quote }}
+    {{- if eq .role "server" }}
+    defaultMode: 288  # 0440: the key is readable by the pod's fsGroup (10001) only
+    {{- else }}
+    defaultMode: 292  # 0444: a CA certificate is public
+    items:
+      - {key: ca.crt, path: ca.crt}
+    {{- end }}
+{{- end -}}
