@@ -11,9 +11,9 @@ from harness import Cluster, wait_until
 from fastworker import Client, TaskStatus
 
 
-async def _holding(client: Client, worker_pid: int) -> bool:
+async def _holding(client: Client, worker_pid: int, at_least: int = 1) -> bool:
     workers = await client.list_workers()
-    return any(w.name.endswith(f":{worker_pid}") and w.in_flight > 0 for w in workers)
+    return any(w.name.endswith(f":{worker_pid}") and w.in_flight >= at_least for w in workers)
 
 
 async def test_kill_9_of_a_subworker_holding_tasks_loses_none_of_them(cluster: Cluster) -> None:
@@ -43,7 +43,8 @@ async def test_sigterm_lets_a_subworker_finish_its_tasks_then_exit(cluster: Clus
     async with cluster.client() as client:
         await cluster.workers(client, 1)
         ids = [await client.delay("nap", 1.0, i) for i in range(2)]
-        await wait_until(lambda: _holding(client, worker.pid), what="the worker to start")
+        # Both held: a SIGTERM between the two dispatches would leave one queued, unrun
+        await wait_until(lambda: _holding(client, worker.pid, 2), what="the worker to hold both")
         worker.signal(signal.SIGTERM)
         results = await asyncio.gather(*(client.wait_result(t) for t in ids))
         assert worker.wait(timeout=10) == 0
