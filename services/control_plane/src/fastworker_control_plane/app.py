@@ -20,7 +20,7 @@ from fastworker_control_plane.core.board import BoardConfig, TaskBoard
 from fastworker_control_plane.dashboard.routes import DashboardRoutes
 from fastworker_control_plane.dashboard.views import Identity
 from fastworker_control_plane.durability.entries import snapshot
-from fastworker_control_plane.durability.journal import Journal
+from fastworker_control_plane.durability.journal import Journal, JournalError
 from fastworker_control_plane.engine import Clock, Engine
 from fastworker_control_plane.metrics import control_plane_registry
 from fastworker_control_plane.servers import registration, results, submission
@@ -128,7 +128,10 @@ class ControlPlane:
         recovered, torn = journal.load()
         board, now = self.engine.board, self.engine.clock()
         redelivered = recovered.restore(board, now)
-        journal.rewrite(snapshot(board, now))
+        try:
+            journal.rewrite(snapshot(board, now))
+        except OSError as exc:
+            raise JournalError(f"cannot write the journal in {journal.directory}: {exc}") from exc
         self.engine.keep_journal(journal)
         log.info(
             "journal replayed",
