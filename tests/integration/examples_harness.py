@@ -40,9 +40,9 @@ def clean_env(**extra: str) -> dict[str, str]:
 class Dev:
     """``fastworker dev ARGS`` started in ``where``, on free ports, its output in a file."""
 
-    def __init__(self, where: Path, *args: str) -> None:
+    def __init__(self, where: Path, *args: str, http_port: int | None = None) -> None:
         self.discovery_port = free_port_block(1)
-        self.http_port = free_port_block(1)
+        self.http_port = http_port or free_port_block(1)
         self.log = where.parent / f"{where.name}-dev.log"
         ports = ["--base-port", str(free_port_block(6)), "--discovery-port"]
         ports += [str(self.discovery_port), "--http-port", str(self.http_port)]

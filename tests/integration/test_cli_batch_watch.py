@@ -10,23 +10,9 @@ import sys
 from pathlib import Path
 
 from harness import Cluster, free_port_block, wait_until
+from http_helpers import fastworker
 
 from fastworker import Client
-
-
-async def fastworker(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "fastworker.cli",
-        *args,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=cluster.env(),
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode is not None
-    return subprocess.CompletedProcess(args, proc.returncode, out.decode(), err.decode())
 
 
 async def submit(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
