@@ -114,3 +114,36 @@ async def test_a_second_control_plane_on_the_same_state_dir_is_refused(
         assert "in use by another control plane" in second.output()
     finally:
         other.stop()
+
+
+async def test_a_periodic_schedule_keeps_counting_across_a_restart(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # Given a durable control plane whose one-second task has run twice
+    state = tmp_path / "state"
+
+    def start() -> Proc:
+        modules = ("--task-modules", "it_tasks", "it_periodic")
+        return cluster.control_plane(*modules, "--state-dir", str(state))
+
+    plane = start()
+    async with cluster.client() as client:
+
+        async def ran_twice() -> bool:
+            return [s.times_run for s in await client.list_schedules()] >= [2]
+
+        await wait_until(ran_twice, 20, "two ticks")
+    # When it restarts
+    plane.stop()
+    start()
+    async with cluster.client() as client:
+        [schedule] = await client.list_schedules()
+        before = schedule.times_run
+        # Then its count goes on from where it was, and it keeps ticking
+        assert before >= 2
+
+        async def ticked_again() -> bool:
+            [now] = await client.list_schedules()
+            return now.times_run > before
+
+        await wait_until(ticked_again, 20, "a tick after the restart")
