@@ -91,6 +91,8 @@ class Engine:
     async def durable(self) -> None:
         """Wait for ``persisted``; a journal that cannot be written is an ``internal``
         error for the request (retrying it with the same task ids is safe)."""
+        if self.journal is None:
+            return
         try:
             await self.persisted()
         except JournalError as exc:
