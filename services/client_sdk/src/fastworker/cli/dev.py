@@ -277,7 +277,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "--concurrency",
         type=int,
         default=None,
-        help="tasks each subworker runs at once (default: the CPU count)",
+        help="tasks each subworker runs at once (None: the CPU count)",
     )
     add_option(parser, "--reload", switch=True, help="restart the workers when a .py file changes")
     add_option(parser, "--host", default="127.0.0.1", help="address everything binds")
