@@ -46,14 +46,6 @@ EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:|^#|^/", re.IGNORECASE)
 _included: dict[str, str] = {}  # repository path of an included file -> page (docs/ path)
 
 
-def on_config(config: MkDocsConfig) -> MkDocsConfig:
-    """Snippets resolve from the repository root wherever mkdocs is run from."""
-    snippets = config.mdx_configs.get("pymdownx.snippets")
-    if snippets is not None:
-        snippets["base_path"] = [str(ROOT)]
-    return config
-
-
 def on_pre_build(config: MkDocsConfig) -> None:
     for name in GENERATORS:
         generator = _load(Path(config.docs_dir) / name)
