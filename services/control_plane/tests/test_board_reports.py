@@ -120,19 +120,32 @@ def test_a_late_outcome_from_a_removed_worker_is_refused_and_changes_nothing() -
     assert status(board, "t1") == TaskState.ASSIGNED
 
 
-def test_a_late_outcome_after_the_worker_re_registered_is_ignored() -> None:
+def test_a_late_outcome_after_the_worker_re_registered_wins_and_stops_the_second_run() -> None:
     board = board_with("w1", "w2")
     submit(board, "t1")
     assigned(board, "w1")
-    board.register("w1", "host-w1", 4, [ADD], NOW + 1)  # restarted: t1 is redelivered
+    board.register("w1", "host-w1", 4, [ADD], NOW + 1)  # expelled, back: t1 is redelivered
     assert assigned(board, "w2") == ["t1"]
 
-    finished = board.report("w1", [], [Outcome(task_id="t1", ok=True, result=1)], NOW + 2)
+    [finished] = board.report("w1", [], [Outcome(task_id="t1", ok=True, result=1)], NOW + 2)
 
-    assert finished == []
-    result = board.get("t1", NOW + 2)
-    assert result is not None
-    assert (result.status, result.worker_id) == (TaskState.ASSIGNED, "w2")
+    assert (finished.status, finished.result, finished.worker_id) == (TaskState.SUCCESS, 1, "w1")
+    assert board.take_superseded() == [("w2", "t1")]
+    assert board.report("w2", [], [Outcome(task_id="t1", ok=True, result=2)], NOW + 3) == []
+
+
+def test_an_outcome_for_a_task_queued_again_finishes_it_and_it_is_not_dispatched() -> None:
+    board = board_with("w1")
+    submit(board, "t1")
+    assigned(board, "w1")
+    board.register("w1", "host-w1", 4, [ADD], NOW + 1)  # t1 queued again, not yet sent
+    assert status(board, "t1") == TaskState.QUEUED
+
+    [finished] = board.report("w1", [], [Outcome(task_id="t1", ok=True, result=1)], NOW + 2)
+
+    assert (finished.status, finished.result) == (TaskState.SUCCESS, 1)
+    assert assigned(board, "w1") == []
+    assert len(board.queues) == 0
 
 
 def test_cancelling_a_running_task_discards_its_eventual_outcome() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fastworker_control_plane.core.board import BoardConfig, TaskBoard
+from fastworker_control_plane.core.board import MAX_RETURNS, BoardConfig, TaskBoard
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_protocol import (
     ErrorCode,
@@ -65,13 +65,15 @@ def test_a_lost_worker_s_tasks_keep_their_relative_order() -> None:
     assert assigned(board, "w2") == held
 
 
-def test_a_task_lost_more_than_max_redeliveries_times_fails_as_worker_lost() -> None:
+def test_a_started_task_lost_more_than_max_redeliveries_times_fails_as_worker_lost() -> None:
     board = board_with("w1", max_redeliveries=1)
     submit(board, "t1")
     assigned(board, "w1")
+    board.report("w1", ["t1"], [], NOW)
     assert board.remove_worker("w1", NOW + 1) == []
     board.register("w1", "host-w1", 4, [ADD], NOW + 2)
     assert assigned(board, "w1") == ["t1"]
+    board.report("w1", ["t1"], [], NOW + 2)
 
     [result] = board.remove_worker("w1", NOW + 3)
 
@@ -140,3 +142,30 @@ def test_list_workers_describes_each_worker() -> None:
 
     assert (info.worker_id, info.name, info.concurrency, info.in_flight) == ("w1", "host-w1", 4, 1)
     assert (info.tasks, info.last_seen_ago, info.local) == (["add"], 2.5, False)
+
+
+def test_a_task_a_lost_worker_never_started_does_not_count_against_redeliveries() -> None:
+    board = board_with("w1", max_redeliveries=0)
+    submit(board, "t1")
+    assigned(board, "w1")  # buffered, never reported started
+
+    assert board.remove_worker("w1", NOW + 1) == []
+
+    record = board.record("t1", NOW + 1)
+    assert record is not None
+    assert (record.state, record.lost, record.returned) == (TaskState.QUEUED, 0, 1)
+
+
+def test_a_task_that_kills_every_worker_before_it_starts_fails_after_max_returns() -> None:
+    board = board_with("w1")
+    submit(board, "t1")
+    results = []
+    for n in range(MAX_RETURNS + 1):
+        board.register("w1", "host-w1", 4, [ADD], NOW + n)
+        assert assigned(board, "w1") == ["t1"]
+        results = board.remove_worker("w1", NOW + n)
+
+    [result] = results
+    assert result.status == TaskState.FAILURE
+    assert result.error is not None
+    assert result.error.reason == "worker_lost"

@@ -11,6 +11,7 @@ import pytest
 
 from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.rejected import Rejected
+from fastworker_control_plane.core.workers import Delivery
 from fastworker_control_plane.engine import Engine
 from fastworker_protocol import (
     Assignment,
@@ -74,8 +75,9 @@ async def answer(request: asyncio.Task[Any]) -> Any:
     return await asyncio.wait_for(request, 2)
 
 
-def ids(assignments: list[Assignment]) -> list[str]:
-    return [a.id for a in assignments]
+def ids(delivery: Delivery | list[Assignment]) -> list[str]:
+    tasks = delivery.tasks if isinstance(delivery, Delivery) else delivery
+    return [a.id for a in tasks]
 
 
 def status(engine: Engine, task_id: str) -> TaskState:
@@ -97,7 +99,7 @@ async def test_a_held_fetch_is_answered_as_soon_as_a_task_arrives(engine: Engine
 async def test_a_fetch_with_no_work_is_answered_empty_after_its_wait(engine: Engine) -> None:
     register(engine, "w1")
 
-    assert await asyncio.wait_for(engine.fetch("w1", 0.01), 2) == []
+    assert await asyncio.wait_for(engine.fetch("w1", 0.01), 2) == Delivery()
 
     submit(engine, "t1")
     await settle()
@@ -109,7 +111,7 @@ async def test_a_second_fetch_from_a_worker_answers_its_first_empty(engine: Engi
     first = await holding(engine.fetch("w1", 60))
     second = asyncio.create_task(engine.fetch("w1", 60))
 
-    assert await answer(first) == []
+    assert await answer(first) == Delivery()
 
     submit(engine, "t1")
     assert ids(await answer(second)) == ["t1"]
@@ -122,10 +124,10 @@ async def test_drain_answers_the_held_fetch_empty_and_the_worker_gets_no_more(
     fetch = await holding(engine.fetch("w1", 60))
 
     engine.drain("w1")
-    assert await answer(fetch) == []
+    assert await answer(fetch) == Delivery()
 
     submit(engine, "t1")
-    assert await asyncio.wait_for(engine.fetch("w1", 0.01), 2) == []
+    assert await asyncio.wait_for(engine.fetch("w1", 0.01), 2) == Delivery()
     assert status(engine, "t1") == TaskState.QUEUED
 
 
@@ -140,7 +142,7 @@ async def test_a_removed_workers_task_is_requeued_and_its_waiter_sees_it_finish_
 
     engine.remove_worker("w1", "test")
     assert status(engine, "t1") == TaskState.QUEUED
-    [again] = await asyncio.wait_for(engine.fetch("w2", 60), 2)
+    [again] = (await asyncio.wait_for(engine.fetch("w2", 60), 2)).tasks
     assert (again.id, again.attempt) == ("t1", 2)
     assert not waiter.done()
 
@@ -172,7 +174,7 @@ async def test_maintain_removes_a_silent_worker_but_not_one_whose_fetch_is_held(
     assert status(engine, "t1") == TaskState.QUEUED
     assert not fetch.done()
     engine.close()
-    assert await answer(fetch) == []
+    assert await answer(fetch) == Delivery()
 
 
 async def test_a_closed_pipe_removes_only_the_workers_last_seen_on_it(engine: Engine) -> None:
@@ -220,7 +222,7 @@ async def test_close_answers_held_waits_with_shutting_down_and_held_fetches_empt
     with pytest.raises(Rejected) as rejected:
         await answer(waiter)
     assert rejected.value.code == ErrorCode.SHUTTING_DOWN
-    assert await answer(fetch) == []
+    assert await answer(fetch) == Delivery()
 
 
 async def test_cancelling_a_queued_task_finishes_its_waiter_as_cancelled(engine: Engine) -> None:

@@ -65,11 +65,12 @@ def test_every_task_comes_back_in_its_state() -> None:
     assert finished.status == TaskState.SUCCESS
     assert finished.result == 3
     assert redelivered == 2
-    for task_id in ("held", "running"):
+    # (the one it had started counts as redelivered, the one it had not as returned)
+    for task_id, counts in (("held", (0, 1)), ("running", (1, 0))):
         record = board.record(task_id, NOW + 5)
         assert record is not None
         assert record.state == TaskState.QUEUED
-        assert record.lost == 1
+        assert (record.lost, record.returned) == counts
     waiting = board.get("waiting", NOW + 5)
     assert waiting is not None
     assert waiting.status == TaskState.QUEUED
@@ -109,6 +110,7 @@ def test_a_task_held_too_often_fails_instead_of_running_forever() -> None:
     j.board.submit([spec("held")], "normal", NOW)
     j.board.register("w", "w", 1, [ADD], NOW)
     j.board.dispatch(["w"])
+    j.board.report("w", ["held"], [], NOW)
     j.record()
     board, _ = j.replayed(NOW + 1, max_redeliveries=0)
     result = board.get("held", NOW + 1)
@@ -177,3 +179,27 @@ def test_a_snapshot_replays_to_the_same_tasks() -> None:
     assert redelivered == 0
     listed = [(r.task_id, r.status, r.result) for r in original.list_tasks(None, 10, NOW + 1)]
     assert [(r.task_id, r.status, r.result) for r in again.list_tasks(None, 10, NOW + 2)] == listed
+
+
+def test_queue_order_survives_a_restart_redelivered_and_held_tasks_included() -> None:
+    # Given "a" and "b" back at the front of the queue after their worker was lost, then
+    # "a" held by a worker again when the control plane stops
+    j = Journaled()
+    j.board.register("w", "w", 2, [ADD], NOW)
+    j.board.submit([spec(task_id) for task_id in ("a", "b", "q0", "q1")], "normal", NOW)
+    assert [t.id for t in j.board.dispatch(["w"])["w"]] == ["a", "b"]
+    j.board.remove_worker("w", NOW + 1)
+    j.board.register("w2", "w2", 1, [ADD], NOW + 1)
+    assert [t.id for t in j.board.dispatch(["w2"])["w2"]] == ["a"]
+    j.record(NOW + 1)
+
+    # When the journal is replayed and one worker takes the queue a task at a time
+    board, _ = j.replayed(NOW + 5)
+    board.register("w", "w", 1, [ADD], NOW + 5)
+    order: list[str] = []
+    while assigned := board.dispatch(["w"]).get("w", []):
+        order.append(assigned[0].id)
+        board.report("w", [], [Outcome(task_id=order[-1], ok=True)], NOW + 5)
+
+    # Then it comes out in the order it had
+    assert order == ["a", "b", "q0", "q1"]

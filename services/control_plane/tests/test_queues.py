@@ -28,8 +28,8 @@ def test_an_empty_queue_pops_nothing() -> None:
 
 def test_a_critical_task_is_dispatched_before_an_older_low_task() -> None:
     queues = PriorityQueues()
-    queues.push("old-low", Priority.LOW)
-    queues.push("new-critical", Priority.CRITICAL)
+    queues.push("old-low", "t", Priority.LOW)
+    queues.push("new-critical", "t", Priority.CRITICAL)
 
     assert queues.pop(always) == "new-critical"
 
@@ -37,7 +37,7 @@ def test_a_critical_task_is_dispatched_before_an_older_low_task() -> None:
 def test_priorities_drain_critical_then_high_then_normal_then_low() -> None:
     queues = PriorityQueues()
     for priority in (Priority.LOW, Priority.NORMAL, Priority.HIGH, Priority.CRITICAL):
-        queues.push(priority.value, priority)
+        queues.push(priority.value, "t", priority)
 
     assert drain(queues) == ["critical", "high", "normal", "low"]
 
@@ -45,7 +45,7 @@ def test_priorities_drain_critical_then_high_then_normal_then_low() -> None:
 def test_tasks_of_one_priority_come_out_first_in_first_out() -> None:
     queues = PriorityQueues()
     for i in range(5):
-        queues.push(f"t{i}", Priority.NORMAL)
+        queues.push(f"t{i}", "t", Priority.NORMAL)
 
     assert drain(queues) == ["t0", "t1", "t2", "t3", "t4"]
 
@@ -62,18 +62,18 @@ def test_mixed_priorities_are_strict_between_levels_and_fifo_within_them() -> No
         ("l2", Priority.LOW),
     ]
     for task_id, priority in pushes:
-        queues.push(task_id, priority)
+        queues.push(task_id, "t", priority)
 
     assert drain(queues) == ["c1", "h1", "h2", "n1", "n2", "l1", "l2"]
 
 
 def test_a_task_pushed_to_the_front_goes_before_older_tasks_of_its_priority_only() -> None:
     queues = PriorityQueues()
-    queues.push("h1", Priority.HIGH)
-    queues.push("n1", Priority.NORMAL)
-    queues.push("n2", Priority.NORMAL)
+    queues.push("h1", "t", Priority.HIGH)
+    queues.push("n1", "t", Priority.NORMAL)
+    queues.push("n2", "t", Priority.NORMAL)
 
-    queues.push("redelivered", Priority.NORMAL, front=True)
+    queues.push("redelivered", "t", Priority.NORMAL, front=True)
 
     assert drain(queues) == ["h1", "redelivered", "n1", "n2"]
 
@@ -81,7 +81,7 @@ def test_a_task_pushed_to_the_front_goes_before_older_tasks_of_its_priority_only
 def test_a_discarded_task_is_skipped_when_popped() -> None:
     queues = PriorityQueues()
     for task_id in ("a", "b", "c"):
-        queues.push(task_id, Priority.NORMAL)
+        queues.push(task_id, "t", Priority.NORMAL)
     cancelled = {"b"}
 
     queues.discard(Priority.NORMAL)
@@ -94,7 +94,7 @@ def test_a_discarded_task_is_skipped_when_popped() -> None:
 
 def test_popping_only_skipped_ids_yields_nothing() -> None:
     queues = PriorityQueues()
-    queues.push("gone", Priority.HIGH)
+    queues.push("gone", "t", Priority.HIGH)
     queues.discard(Priority.HIGH)
 
     assert queues.pop(lambda _: False) is None
@@ -103,8 +103,8 @@ def test_popping_only_skipped_ids_yields_nothing() -> None:
 
 def test_a_skipped_id_at_a_higher_priority_does_not_hide_lower_priorities() -> None:
     queues = PriorityQueues()
-    queues.push("gone", Priority.CRITICAL)
-    queues.push("live", Priority.LOW)
+    queues.push("gone", "t", Priority.CRITICAL)
+    queues.push("live", "t", Priority.LOW)
     queues.discard(Priority.CRITICAL)
 
     assert queues.pop(lambda t: t != "gone") == "live"
@@ -112,10 +112,10 @@ def test_a_skipped_id_at_a_higher_priority_does_not_hide_lower_priorities() -> N
 
 def test_depth_is_counted_per_priority_and_len_is_their_sum() -> None:
     queues = PriorityQueues()
-    queues.push("c", Priority.CRITICAL)
-    queues.push("n1", Priority.NORMAL)
-    queues.push("n2", Priority.NORMAL)
-    queues.push("n3", Priority.NORMAL, front=True)
+    queues.push("c", "t", Priority.CRITICAL)
+    queues.push("n1", "t", Priority.NORMAL)
+    queues.push("n2", "t", Priority.NORMAL)
+    queues.push("n3", "t", Priority.NORMAL, front=True)
 
     depths = {p: queues.depth(p) for p in Priority}
     assert depths == {Priority.CRITICAL: 1, Priority.HIGH: 0, Priority.NORMAL: 3, Priority.LOW: 0}

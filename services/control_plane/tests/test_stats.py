@@ -553,6 +553,7 @@ def test_a_task_lost_too_often_is_counted_as_failed() -> None:
     board = board_with("w1", max_redeliveries=0)
     submit(board, "t1")
     dispatched(board)
+    board.report("w1", ["t1"], [], NOW + 1)
 
     board.remove_worker("w1", NOW + 5)
 

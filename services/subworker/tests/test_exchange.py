@@ -26,11 +26,21 @@ class FakeLink:
         self.holding, self.max_outcomes = False, 1000
         self.in_flight = self.peak = 0
         self._gate = asyncio.Event()
+        self.received: list[list[int]] = []  # what each fetch confirmed
+        self.batches = 0  # batch numbers handed out
 
     async def fetch(
-        self, wait: float, prefetch: int, started: list[str], outcomes: list[Outcome]
+        self,
+        wait: float,
+        prefetch: int,
+        started: list[str],
+        outcomes: list[Outcome],
+        received: list[int] = [],  # noqa: B006 (never mutated)
     ) -> Assign:
-        return Assign(tasks=await self._tasks(started, outcomes))
+        self.received.append(list(received))
+        tasks = await self._tasks(started, outcomes)
+        self.batches += bool(tasks)
+        return Assign(tasks=tasks, batch=self.batches if tasks else 0)
 
     async def _tasks(self, started: list[str], outcomes: list[Outcome]) -> list[Assignment]:
         if len(outcomes) > self.max_outcomes or any(o.ok and o.result == "huge" for o in outcomes):
@@ -250,3 +260,15 @@ async def test_settle_sends_what_is_left_and_waits_for_fetches_up_to_its_timeout
     rig.outbox.finished([ok("a")])
     await asyncio.wait_for(rig.exchange.settle(0.05), 5)  # returns though the fetch is held
     assert (rig.link.calls[-1], rig.link.in_flight, rig.outbox.pending) == (([], [ok("a")]), 1, 0)
+
+
+async def test_a_received_batch_is_confirmed_by_the_next_fetch(rig: Rig) -> None:
+    rig.registry.add(Task(fn=abs, name="abs"))
+    rig.link.replies, rig.link.holding = [[Assignment(id="a", name="abs", args=[-1])]], True
+    rig.start(hold=True)
+
+    await until(lambda: len(rig.link.received) >= 2)
+
+    assert rig.link.received[0] == []
+    assert rig.link.received[1] == [1]  # the batch of the first reply
+    assert all(r == [] for r in rig.link.received[2:])  # confirmed once

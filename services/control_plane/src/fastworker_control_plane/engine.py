@@ -15,6 +15,7 @@ import structlog
 
 from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.rejected import Rejected
+from fastworker_control_plane.core.workers import Delivery
 from fastworker_control_plane.durability.entries import Recorder, snapshot
 from fastworker_control_plane.durability.journal import Journal, JournalError
 from fastworker_control_plane.events import DEFAULT_BACKLOG, EventBus, Subscription
@@ -22,7 +23,6 @@ from fastworker_control_plane.tracing import DispatchTracer
 from fastworker_control_plane.waiters import CompletionWaiters
 from fastworker_protocol import (
     Assign,
-    Assignment,
     ErrorCode,
     Outcome,
     Priority,
@@ -45,7 +45,7 @@ class Engine:
         self.clock = clock
         self.waiters = CompletionWaiters()
         self.events = EventBus()
-        self._fetches: dict[str, asyncio.Future[list[Assignment]]] = {}
+        self._fetches: dict[str, asyncio.Future[Delivery]] = {}
         self._cancels: dict[str, list[str]] = {}  # per worker: held tasks since cancelled
         self._worker_pipes: dict[str, int] = {}
         self._dispatch_scheduled = False
@@ -124,12 +124,19 @@ class Engine:
         if changed:
             self.finished([result])
             self.kick()  # publishes the transition
-            if result.worker_id is not None and self.board.workers.get(result.worker_id):
-                self._cancels.setdefault(result.worker_id, []).append(task_id)
-                held = self._fetches.pop(result.worker_id, None)
-                if held is not None and not held.done():
-                    held.set_result([])
+            if result.worker_id is not None:
+                self._tell_to_stop(result.worker_id, task_id)
         return result, changed
+
+    def _tell_to_stop(self, worker_id: str, task_id: str) -> None:
+        """Have a worker stop a task it holds, through the reply to its held fetch
+        (answered at once) or its next one."""
+        if self.board.workers.get(worker_id) is None:
+            return
+        self._cancels.setdefault(worker_id, []).append(task_id)
+        held = self._fetches.pop(worker_id, None)
+        if held is not None and not held.done():
+            held.set_result(Delivery())
 
     # --- subworkers ------------------------------------------------------------------------
 
@@ -142,9 +149,18 @@ class Engine:
         pipe_id: int,
         *,
         local: bool,
+        confirms: bool = False,
     ) -> None:
         self.finished(
-            self.board.register(worker_id, name, concurrency, signatures, self.clock(), local=local)
+            self.board.register(
+                worker_id,
+                name,
+                concurrency,
+                signatures,
+                self.clock(),
+                local=local,
+                confirms=confirms,
+            )
         )
         self.seen(worker_id, pipe_id)
         self.kick()
@@ -155,23 +171,34 @@ class Engine:
         if pipe_id >= 0:
             self._worker_pipes[worker_id] = pipe_id
 
+    def heard(self, worker_id: str, pipe_id: int, received: Sequence[int]) -> None:
+        """A request from the worker: note its connection and the batches it confirms
+        (the tasks of batches it never received are queued again)."""
+        self.seen(worker_id, pipe_id)
+        queued = len(self.board.queues)
+        self.board.heard(worker_id, received, self.clock())
+        if len(self.board.queues) != queued:
+            self.kick()
+
     async def assign(self, worker_id: str, wait: float, prefetch: int = 0) -> Assign:
         """The reply to a ``fetch``: tasks, and the ids of held tasks since cancelled."""
-        tasks = await self.fetch(worker_id, wait, prefetch)
-        return Assign(tasks=tasks, cancel=self._cancels.pop(worker_id, []))
+        delivery = await self.fetch(worker_id, wait, prefetch)
+        return Assign(
+            tasks=delivery.tasks, batch=delivery.batch, cancel=self._cancels.pop(worker_id, [])
+        )
 
-    async def fetch(self, worker_id: str, wait: float, prefetch: int = 0) -> list[Assignment]:
+    async def fetch(self, worker_id: str, wait: float, prefetch: int = 0) -> Delivery:
         """Hold until dispatch hands this worker tasks, one of its tasks is cancelled, or
         ``wait`` seconds pass; a draining worker is answered at once (it only reports)."""
         slot = self.board.touch(worker_id, self.clock())
         slot.set_prefetch(prefetch)
         if not slot.accepts_work or worker_id in self._cancels:
-            return []
+            return Delivery()
         previous = self._fetches.pop(worker_id, None)
         if previous is not None and not previous.done():
-            previous.set_result([])
+            previous.set_result(Delivery())
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[list[Assignment]] = loop.create_future()
+        future: asyncio.Future[Delivery] = loop.create_future()
         self._fetches[worker_id] = future
         expiry = loop.call_later(max(0.0, wait), self._expire_fetch, worker_id, future)
         self.kick()
@@ -182,21 +209,23 @@ class Engine:
             if self._fetches.get(worker_id) is future:
                 del self._fetches[worker_id]
 
-    def _expire_fetch(self, worker_id: str, future: asyncio.Future[list[Assignment]]) -> None:
+    def _expire_fetch(self, worker_id: str, future: asyncio.Future[Delivery]) -> None:
         if self._fetches.get(worker_id) is future:
             del self._fetches[worker_id]
         if not future.done():
-            future.set_result([])
+            future.set_result(Delivery())
 
     def drain(self, worker_id: str) -> None:
         """The worker takes no new work: answer its held fetch now, empty."""
         self.board.drain(worker_id, self.clock())
         pending = self._fetches.pop(worker_id, None)
         if pending is not None and not pending.done():
-            pending.set_result([])
+            pending.set_result(Delivery())
 
     def report(self, worker_id: str, started: Iterable[str], outcomes: Iterable[Outcome]) -> None:
         self.finished(self.board.report(worker_id, started, outcomes, self.clock()))
+        for holder, task_id in self.board.take_superseded():
+            self._tell_to_stop(holder, task_id)
         self.kick()
         self.arm_timer()
 
@@ -214,7 +243,7 @@ class Engine:
         self._cancels.pop(worker_id, None)
         pending = self._fetches.pop(worker_id, None)
         if pending is not None and not pending.done():
-            pending.set_result([])
+            pending.set_result(Delivery())
 
     def pipe_closed(self, pipe_id: int) -> None:
         for worker_id, pipe in list(self._worker_pipes.items()):
@@ -272,7 +301,7 @@ class Engine:
         for worker_id, tasks in self.board.dispatch(ready).items():
             if self.dispatch_tracer is not None:
                 tasks = self.dispatch_tracer.dispatched(self.board, worker_id, tasks, self.clock())
-            self._fetches.pop(worker_id).set_result(tasks)
+            self._fetches.pop(worker_id).set_result(self.board.deliver(worker_id, tasks))
 
     def arm_timer(self) -> None:
         """Wake up when the earliest delayed or retrying task is due (the upkeep loop's
@@ -321,5 +350,5 @@ class Engine:
         self.waiters.release_all()
         for future in self._fetches.values():
             if not future.done():
-                future.set_result([])
+                future.set_result(Delivery())
         self._fetches.clear()

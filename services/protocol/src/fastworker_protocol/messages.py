@@ -16,6 +16,7 @@ import msgspec
 
 from fastworker_protocol.errors import ErrorCode
 from fastworker_protocol.priority import Priority
+from fastworker_protocol.reasons import FailureReason
 from fastworker_protocol.states import TaskState, WorkerState
 
 PROTOCOL_VERSION = 1
@@ -79,13 +80,15 @@ class TaskError(Record):
     type: str
     message: str
     traceback: str = ""
-    reason: str = (
-        "exception"  # exception | worker_lost | unserializable_result | timeout | cancelled
-    )
+    reason: str = FailureReason.EXCEPTION  # a FailureReason; str so unknown ones still decode
 
 
 class TaskResult(Record):
-    """What the control plane knows of one task. Times are Unix seconds."""
+    """What the control plane knows of one task. Times are Unix seconds.
+
+    ``truncated``: a listing left part of it out (its result, the end of long error
+    texts) to fit the reply; a ``get`` of the task returns it whole.
+    """
 
     task_id: str
     name: str
@@ -100,6 +103,7 @@ class TaskResult(Record):
     finished_at: float | None = None
     eta: float | None = None
     attempt_errors: list[TaskError] = []
+    truncated: bool = False
 
 
 class Param(Record):
@@ -135,6 +139,8 @@ class Outcome(Record):
 
     ``ok`` with ``result``, or not ``ok`` with ``error``. ``requeue`` means the attempt was
     interrupted (shutdown) rather than failed, and the control plane should deliver it again.
+    ``retryable`` is the subworker's verdict on the task's ``retry_on`` (an ``isinstance``
+    check where the exception lives); ``None`` from peers that do not decide it.
     """
 
     task_id: str
@@ -144,6 +150,7 @@ class Outcome(Record):
     started_at: float | None = None
     finished_at: float | None = None
     requeue: bool = False
+    retryable: bool | None = None
 
 
 class ScheduleInfo(Record):
@@ -220,17 +227,23 @@ class ListSchedules(Message, tag="list_schedules"):
 
 
 class Register(Message, tag="register"):
+    """``confirms``: the worker lists the ``batch`` of every ``Assign`` it receives in its
+    next request's ``received``, so the control plane can take back a batch that never
+    arrived (see PROTOCOL.md, "Confirming assignments")."""
+
     worker_id: str
     name: str
     concurrency: int
     tasks: list[TaskSignature]
+    confirms: bool = False
 
 
 class Fetch(Message, tag="fetch"):
     """Ask for work; held up to ``wait`` seconds when there is none. Doubles as heartbeat.
 
     ``prefetch`` is how many tasks beyond its concurrency the worker wants buffered;
-    ``started`` and ``outcomes`` report as ``Report`` does, before the fetch is held.
+    ``started`` and ``outcomes`` report as ``Report`` does, before the fetch is held;
+    ``received`` confirms the ``Assign`` batches received since the last request.
     """
 
     worker_id: str
@@ -238,12 +251,14 @@ class Fetch(Message, tag="fetch"):
     prefetch: int = 0
     started: list[str] = []
     outcomes: list[Outcome] = []
+    received: list[int] = []
 
 
 class Report(Message, tag="report"):
     worker_id: str
     started: list[str] = []
     outcomes: list[Outcome] = []
+    received: list[int] = []
 
 
 class Drain(Message, tag="drain"):
@@ -287,7 +302,10 @@ class Cancelled(Message, tag="cancelled"):
 
 
 class TaskList(Message, tag="tasks"):
+    """``more``: matching tasks were left out because the reply had no room for them."""
+
     tasks: list[TaskResult]
+    more: bool = False
 
 
 class WorkerList(Message, tag="workers"):
@@ -305,10 +323,13 @@ class Registered(Message, tag="registered"):
 
 
 class Assign(Message, tag="assign"):
-    """Tasks to run, and ids of tasks this worker holds that were cancelled meanwhile."""
+    """Tasks to run, and ids of tasks this worker holds that were cancelled meanwhile.
+    ``batch`` (non-zero only for a worker that ``confirms``, when there are tasks) is what
+    the worker's next request lists in ``received``."""
 
     tasks: list[Assignment]
     cancel: list[str] = []
+    batch: int = 0
 
 
 class Ack(Message, tag="ack"):

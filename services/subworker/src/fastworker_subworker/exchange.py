@@ -39,6 +39,7 @@ class Outbox:
     def __init__(self) -> None:
         self._started: list[str] = []
         self._outcomes: list[Outcome] = []
+        self.received: list[int] = []  # batches to confirm: they ride on the next request
         self._news = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
 
@@ -129,7 +130,8 @@ class Exchange:
 
     def _send(self) -> None:
         started, outcomes = self.outbox.take()
-        task = asyncio.get_running_loop().create_task(self._exchange(started, outcomes))
+        received, self.outbox.received = self.outbox.received, []
+        task = asyncio.get_running_loop().create_task(self._exchange(started, outcomes, received))
         self._outstanding.add(task)
         task.add_done_callback(self._outstanding.discard)
 
@@ -149,12 +151,14 @@ class Exchange:
                 watcher.cancel()
             await asyncio.gather(*watchers, return_exceptions=True)
 
-    async def _exchange(self, started: list[str], outcomes: list[Outcome]) -> None:
+    async def _exchange(
+        self, started: list[str], outcomes: list[Outcome], received: list[int]
+    ) -> None:
         assert self.link is not None
         while True:
             try:
                 reply = await self.link.fetch(
-                    self._fetch_wait, self._runner.prefetch_hint(), started, outcomes
+                    self._fetch_wait, self._runner.prefetch_hint(), started, outcomes, received
                 )
             except EncodeError as exc:  # too large: nothing was sent
                 if len(outcomes) > 1:
@@ -179,8 +183,11 @@ class Exchange:
                 return
             except (ControlPlaneUnavailable, Timeout):
                 self.outbox.put_back(started, outcomes)
+                self.outbox.received[:0] = received
                 await self._pause()
                 return
+            if reply.batch:
+                self.outbox.received.append(reply.batch)
             if reply.cancel:
                 self._runner.cancel(reply.cancel)
             self._runner.submit(reply.tasks)

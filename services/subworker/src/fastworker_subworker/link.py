@@ -41,12 +41,21 @@ class ControlPlaneLink:
 
     async def register(self, name: str, concurrency: int, tasks: list[TaskSignature]) -> Registered:
         message = Register(
-            worker_id=self.worker_id, name=name, concurrency=concurrency, tasks=tasks
+            worker_id=self.worker_id,
+            name=name,
+            concurrency=concurrency,
+            tasks=tasks,
+            confirms=True,
         )
         return await self._channel.request(message, Registered, self._timeout)
 
     async def fetch(
-        self, wait: float, prefetch: int, started: list[str], outcomes: list[Outcome]
+        self,
+        wait: float,
+        prefetch: int,
+        started: list[str],
+        outcomes: list[Outcome],
+        received: list[int],
     ) -> Assign:
         message = Fetch(
             worker_id=self.worker_id,
@@ -54,6 +63,7 @@ class ControlPlaneLink:
             prefetch=prefetch,
             started=started,
             outcomes=outcomes,
+            received=received,
         )
         return await self._channel.request(message, Assign, wait + _MARGIN)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain, islice
 
@@ -19,19 +19,26 @@ from fastworker_control_plane.core.admission import refusal
 from fastworker_control_plane.core.arguments import ArgumentChecker
 from fastworker_control_plane.core.dispatch_policy import least_loaded
 from fastworker_control_plane.core.idempotency import IdempotencyKeys
+from fastworker_control_plane.core.listing import Listing, fit
 from fastworker_control_plane.core.periodic import BadSchedule, Periodic, PeriodicState
 from fastworker_control_plane.core.queues import PriorityQueues
 from fastworker_control_plane.core.records import TaskRecord
 from fastworker_control_plane.core.rejected import Rejected
-from fastworker_control_plane.core.result_cache import DEFAULT_MAX_SIZE, DEFAULT_TTL, ResultCache
+from fastworker_control_plane.core.result_cache import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_SIZE,
+    DEFAULT_TTL,
+    ResultCache,
+)
 from fastworker_control_plane.core.retry_policy import RetryPolicy, Uniform, summarized
 from fastworker_control_plane.core.schedule import Schedule
 from fastworker_control_plane.core.stats import Tally, TaskLine, TaskStats
-from fastworker_control_plane.core.workers import WorkerRegistry, WorkerSlot
+from fastworker_control_plane.core.workers import Batch, Delivery, WorkerRegistry, WorkerSlot
 from fastworker_protocol import (
     DEFAULT_MAX_MESSAGE_SIZE,
     Assignment,
     ErrorCode,
+    FailureReason,
     Outcome,
     Priority,
     ScheduleInfo,
@@ -45,11 +52,16 @@ from fastworker_protocol import (
     WorkerState,
 )
 
-# How far past an undispatchable task (no ready worker runs its name) dispatch looks.
-_DISPATCH_SCAN_LIMIT = 1024
+# Times a task may go back to its queue because a lost subworker held it unstarted.
+MAX_RETURNS = 25
+# Tasks of a name that ran this long on average or less may wait in a worker's prefetch
+# buffer (slower ones, and names never measured, go only into free slots).
+QUICK_RUN = 0.01
+_RUN_TIME_WEIGHT = 0.2
 # Live tasks per priority before submissions get queue_full: memory stays bounded.
 DEFAULT_MAX_QUEUED = 250_000
-# Bytes an Assign adds around each task's own encoding, and around all of them.
+# Bytes an Assign adds around each task's own encoding, and around all of them (a
+# listing's reply keeps the same room around its tasks).
 TASK_OVERHEAD = 32
 MESSAGE_OVERHEAD = 1024
 _encoder = msgspec.msgpack.Encoder()
@@ -62,6 +74,7 @@ def _size(spec: TaskSpec) -> int:
 
 _HELD = (TaskState.ASSIGNED, TaskState.RUNNING)
 _WAITING_FOR_TIME = (TaskState.SCHEDULED, TaskState.RETRYING)
+_RECLAIMABLE = (TaskState.QUEUED, *_HELD)
 _TALLIES = {
     TaskEvent.SUCCEED: Tally.SUCCEEDED,
     TaskEvent.FAIL: Tally.FAILED,
@@ -85,6 +98,8 @@ class Change:
 class BoardConfig:
     max_redeliveries: int = 3
     result_max_size: int = DEFAULT_MAX_SIZE
+    result_max_bytes: int = DEFAULT_MAX_BYTES
+    result_keep_arguments: bool = False  # keep a final task's args/kwargs in the cache
     result_ttl: float = DEFAULT_TTL
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     max_queued: int = DEFAULT_MAX_QUEUED  # live (not final) tasks per priority
@@ -112,9 +127,9 @@ class TaskBoard:
         self.record_changes = False
         self.changes: list[Change] = []
         self.workers = WorkerRegistry()
-        # Finished tasks, kept whole (their arguments too) for reads and the dashboard.
+        # Finished tasks for reads and the dashboard (see ``_cache``).
         self.results: ResultCache[TaskRecord] = ResultCache(
-            self.config.result_max_size, self.config.result_ttl
+            self.config.result_max_size, self.config.result_ttl, self.config.result_max_bytes
         )
         self.stats = TaskStats()
         self.signatures: dict[str, TaskSignature] = {}
@@ -122,6 +137,10 @@ class TaskBoard:
         self.keys = IdempotencyKeys()
         self.live: dict[Priority, int] = dict.fromkeys(Priority, 0)  # not final, per priority
         self._checkers: dict[str, ArgumentChecker] = {}
+        self._run_times: dict[str, float] = {}  # per task name, a moving average
+        self._quick: set[str] = set()  # names whose tasks may wait in prefetch buffers
+        self._batches = 0  # the last batch number sent
+        self.superseded: list[tuple[str, str]] = []  # see ``take_superseded``
 
     # --- submissions -------------------------------------------------------------------------
 
@@ -218,8 +237,11 @@ class TaskBoard:
             self.schedule.push(spec.eta, task_id)
         else:
             self._apply(record, TaskEvent.ENQUEUE)
-            self.queues.push(task_id, priority)
+            self._queue(record)
         return task_id
+
+    def _queue(self, record: TaskRecord, *, front: bool = False) -> None:
+        record.seq = self.queues.push(record.id, record.name, record.priority, front=front)
 
     def _apply(self, record: TaskRecord, event: TaskEvent) -> None:
         state = record.apply(event)
@@ -243,7 +265,7 @@ class TaskBoard:
             record = self._tasks[key]
             self._apply(record, TaskEvent.DUE)
             record.queued_at = now
-            self.queues.push(key, record.priority)
+            self._queue(record)
             queued += 1
         return queued
 
@@ -320,6 +342,7 @@ class TaskBoard:
         now: float,
         *,
         local: bool = False,
+        confirms: bool = False,
     ) -> list[TaskResult]:
         """Add a subworker. Re-registering an id first removes the old registration (its
         tasks are redelivered); returns tasks that became final doing so."""
@@ -330,7 +353,8 @@ class TaskBoard:
         self.learn_schedules(signatures, now)
         finished = self.remove_worker(worker_id, now)
         names = frozenset(s.name for s in signatures)
-        self.workers.add(WorkerSlot(worker_id, name, concurrency, names, now, local=local))
+        slot = WorkerSlot(worker_id, name, concurrency, names, now, local=local, confirms=confirms)
+        self.workers.add(slot)
         return finished
 
     def touch(self, worker_id: str, now: float) -> WorkerSlot:
@@ -357,7 +381,7 @@ class TaskBoard:
         for task_id in reversed(slot.in_flight):
             record = self._tasks.get(task_id)
             if record is not None and record.worker_id == worker_id and record.state in _HELD:
-                result = self._redeliver(record, now, reason="worker_lost")
+                result = self._redeliver(record, now, reason=FailureReason.WORKER_LOST)
                 if result is not None:
                     finished.append(result)
         return finished
@@ -375,39 +399,70 @@ class TaskBoard:
 
     def dispatch(self, ready: Collection[str]) -> dict[str, list[Assignment]]:
         """Hand queued tasks, most urgent first, to the least-loaded of the ``ready``
-        workers (those waiting for work) that run each task's name."""
-        slots = [s for wid in ready if (s := self.workers.get(wid)) and s.accepts_work]
+        workers (those waiting for work) that run each task's name.
+
+        Only tasks some ready worker can take are looked at, so no backlog for busy
+        workers delays a task an idle one could start.
+        """
+        slots = {s.worker_id: s for w in ready if (s := self.workers.get(w)) and s.accepts_work}
+        offers = {wid: slot.offers(self._quick) for wid, slot in slots.items()}
+        wanted = _union(offers.values())
         plan: dict[str, list[Assignment]] = {}
         plan_bytes: dict[str, int] = {}
-        skipped: list[TaskRecord] = []
-        while slots and len(self.queues) and len(skipped) < _DISPATCH_SCAN_LIMIT:
-            if all(len(s.in_flight) >= s.capacity for s in slots):
-                break
-            task_id = self.queues.pop(self._is_queued)
+        while wanted:
+            task_id = self.queues.pop(self._is_queued, wanted)
             if task_id is None:
                 break
             record = self._tasks[task_id]
-            chosen = least_loaded(s.load() for s in slots if record.name in s.tasks)
-            if chosen is None:
-                skipped.append(record)
-                continue
-            slot = self.workers.get(chosen)
-            assert slot is not None
+            chosen = least_loaded(
+                slot.load() for wid, slot in slots.items() if record.name in offers[wid]
+            )
+            assert chosen is not None, "a name is wanted only while a worker offers it"
+            slot = slots[chosen]
             batch_bytes = plan_bytes.get(chosen, 0) + record.size
             if batch_bytes > self.config.max_batch_bytes:  # this worker's reply is full
-                slots.remove(slot)
-                self.queues.push(task_id, record.priority, front=True)
+                self.queues.restore(task_id, record.name, record.priority, record.seq)
+                del slots[chosen], offers[chosen]
+                wanted = _union(offers.values())
                 continue
             plan_bytes[chosen] = batch_bytes
-            record.attempts += 1
-            record.worker_id = chosen
-            self._apply(record, TaskEvent.ASSIGN)
-            slot.in_flight[task_id] = None
-            slot.assigned_total += 1
+            self._assign(record, slot)
             plan.setdefault(chosen, []).append(record.assignment())
-        for record in reversed(skipped):
-            self.queues.push(record.id, record.priority, front=True)
+            if len(slot.in_flight) in (slot.concurrency, slot.capacity):  # its offer shrank
+                offers[chosen] = slot.offers(self._quick)
+                wanted = _union(offers.values())
         return plan
+
+    def _assign(self, record: TaskRecord, slot: WorkerSlot) -> None:
+        record.attempts += 1
+        record.worker_id = slot.worker_id
+        self._apply(record, TaskEvent.ASSIGN)
+        slot.in_flight[record.id] = None
+        slot.assigned_total += 1
+
+    def deliver(self, worker_id: str, tasks: list[Assignment]) -> Delivery:
+        """What dispatch planned for a worker, as the reply to its fetch: remembered until
+        the worker confirms receiving it."""
+        slot = self.workers.get(worker_id)
+        if slot is None or not slot.confirms or not tasks:
+            return Delivery(tasks)
+        self._batches += 1
+        slot.unconfirmed[self._batches] = Batch([task.id for task in tasks])
+        return Delivery(tasks, self._batches)
+
+    def heard(self, worker_id: str, received: Collection[int], now: float) -> None:
+        """A request from the worker arrived, confirming the ``received`` batches. The
+        tasks of batches it never confirmed go back to the front of their queues: they
+        never reached it, so this is not a redelivery."""
+        slot = self.workers.get(worker_id)
+        if slot is None:
+            return
+        for task_id in reversed(slot.heard(received)):
+            record = self._held_by(task_id, worker_id)
+            slot.in_flight.pop(task_id, None)
+            if record is not None and record.state == TaskState.ASSIGNED:
+                record.attempts -= 1  # the attempt never began
+                self._requeue(record, now)
 
     def _is_queued(self, task_id: str) -> bool:
         record = self._tasks.get(task_id)
@@ -430,8 +485,10 @@ class TaskBoard:
             if slot.in_flight.pop(outcome.task_id, False) is None:
                 slot.completed += 1
             record = self._held_by(outcome.task_id, worker_id)
+            if record is None and not outcome.requeue:
+                record = self._reclaim(outcome.task_id, worker_id)
             if record is None:
-                continue  # cancelled, or redelivered elsewhere after this worker was lost
+                continue  # cancelled, or final already
             result = self._apply_outcome(record, outcome, now)
             if result is not None:
                 finished.append(result)
@@ -445,14 +502,15 @@ class TaskBoard:
         else:
             ran = now - (record.started_at or now)
         self.stats.ran(_line(record), ran)
+        self._measured(record.name, ran)
         if outcome.requeue:
-            return self._redeliver(record, now, reason="interrupted")
+            return self._redeliver(record, now, reason=FailureReason.INTERRUPTED)
         if outcome.ok:
             record.result = outcome.result
             return self._finish(record, TaskEvent.SUCCEED, now)
         error = outcome.error or TaskError(type="Error", message="unknown failure")
         policy = self._policies.get(record.name, RetryPolicy())
-        if policy.retries(error, record.retries, record.max_retries):
+        if policy.retries(error, record.retries, record.max_retries, outcome.retryable):
             self._retry(record, error, policy, now)
             return None
         if record.attempt_errors:
@@ -460,6 +518,15 @@ class TaskBoard:
             error = summarized(error, record.attempt_errors)
         record.error = error
         return self._finish(record, TaskEvent.FAIL, now)
+
+    def _measured(self, name: str, ran: float) -> None:
+        mean = self._run_times.get(name)
+        mean = ran if mean is None else mean + _RUN_TIME_WEIGHT * (ran - mean)
+        self._run_times[name] = mean
+        if mean <= QUICK_RUN:
+            self._quick.add(name)
+        else:
+            self._quick.discard(name)
 
     def _started(self, record: TaskRecord, at: float) -> None:
         record.started_at = at
@@ -476,39 +543,87 @@ class TaskBoard:
         record.started_at = None
         self.schedule.push(now + policy.delay(record.retries, self._uniform), record.id)
 
+    def _reclaim(self, task_id: str, worker_id: str) -> TaskRecord | None:
+        """A live task this worker finished although it no longer holds it: it was taken
+        back (the worker was expelled, or the control plane restarted) and is queued, or
+        held by another worker, again. The first outcome wins, so the task does not run
+        again; another worker holding it is told to stop (``superseded``)."""
+        record = self._tasks.get(task_id)
+        if record is None or record.state not in _RECLAIMABLE:
+            return None
+        if record.state == TaskState.QUEUED:
+            self.queues.discard(record.priority)
+            record.worker_id = worker_id
+            self._apply(record, TaskEvent.ASSIGN)
+        elif record.worker_id != worker_id:
+            if record.worker_id is not None:
+                self.superseded.append((record.worker_id, task_id))
+            record.worker_id = worker_id
+        return record
+
+    def take_superseded(self) -> list[tuple[str, str]]:
+        """(worker id, task id) of tasks a worker holds that another one finished."""
+        superseded, self.superseded = self.superseded, []
+        return superseded
+
     def _held_by(self, task_id: str, worker_id: str) -> TaskRecord | None:
         record = self._tasks.get(task_id)
         if record is None or record.worker_id != worker_id or record.state not in _HELD:
             return None
         return record
 
-    def _redeliver(self, record: TaskRecord, now: float, reason: str) -> TaskResult | None:
-        record.lost += 1
-        if record.lost > self.config.max_redeliveries:
+    def _redeliver(
+        self, record: TaskRecord, now: float, reason: str, *, in_place: bool = False
+    ) -> TaskResult | None:
+        """Queue a task its subworker held again, at the front. One it had started counts
+        against ``max_redeliveries``; one it never started does not (it was only waiting
+        in a buffer), but is bounded by ``MAX_RETURNS`` all the same, against a task that
+        kills its subworker before the start can be reported."""
+        if record.state == TaskState.RUNNING:
+            record.lost += 1
+        else:
+            record.returned += 1
+        if record.lost > self.config.max_redeliveries or record.returned > MAX_RETURNS:
             record.error = TaskError(
                 type="WorkerLost",
-                message=f"the subworker running the task was lost {record.lost} times "
-                f"(last: {reason}); giving up after {self.config.max_redeliveries} "
-                "redeliveries",
-                reason="worker_lost",
+                message=f"the subworker holding the task was lost {record.lost + record.returned}"
+                f" times (last: {reason}); giving up after {self.config.max_redeliveries} "
+                f"redeliveries of a started task ({MAX_RETURNS} of one never started)",
+                reason=FailureReason.WORKER_LOST,
             )
             return self._finish(record, TaskEvent.FAIL, now)
+        self._requeue(record, now, in_place=in_place)
+        return None
+
+    def _requeue(self, record: TaskRecord, now: float, *, in_place: bool = False) -> None:
+        """Queue a held task again: at the front, or (``in_place``, after a restart) where
+        it was before it was handed out."""
         self._apply(record, TaskEvent.REQUEUE)
         record.worker_id = None
         record.started_at = None
         record.queued_at = now
-        self.queues.push(record.id, record.priority, front=True)
-        return None
+        if in_place:
+            self.queues.restore(record.id, record.name, record.priority, record.seq)
+        else:
+            self._queue(record, front=True)
 
     def _finish(self, record: TaskRecord, event: TaskEvent, now: float) -> TaskResult:
         self._apply(record, event)
         record.finished_at = now
         del self._tasks[record.id]
         self.live[record.priority] -= 1
-        self.results.put(record.id, record, now)
         self.stats.finished(_line(record), _TALLIES[event], now)
         record.final = record.snapshot()
+        self._cache(record, now)
         return record.final
+
+    def _cache(self, record: TaskRecord, finished_at: float) -> None:
+        """Keep a final task for reads, counted at its encoded size. Its arguments go
+        unless configured to stay: it never runs again (recovery included), and kept
+        whole, 40 tasks with 16 MB arguments took 900 MB."""
+        if not self.config.result_keep_arguments:
+            record.drop_arguments()
+        self.results.put(record.id, record, finished_at, record.encoded_size())
 
     # --- recovery -------------------------------------------------------------------------
 
@@ -522,13 +637,15 @@ class TaskBoard:
         self.keys.remember(record.name, record.idempotency_key, record.id)
         record.queued_at = now
         if record.state in _HELD:
-            return self._redeliver(record, now, reason="control_plane_restart")
+            return self._redeliver(record, now, reason="control_plane_restart", in_place=True)
         if record.state == TaskState.SCHEDULED:
             self.schedule.push(record.eta or now, record.id)
             return None
         if record.state == TaskState.RETRYING:
             self._apply(record, TaskEvent.DUE)
-        self.queues.push(record.id, record.priority)
+            self._queue(record)
+        else:  # where it was in its queue
+            self.queues.restore(record.id, record.name, record.priority, record.seq)
         return None
 
     def keep(self, record: TaskRecord) -> None:
@@ -537,7 +654,7 @@ class TaskBoard:
         record.line = self.stats.line(record.name, record.priority)
         record.final = record.snapshot()
         self.keys.remember(record.name, record.idempotency_key, record.id)
-        self.results.put(record.id, record, record.finished_at)
+        self._cache(record, record.finished_at)
 
     def live_records(self) -> list[TaskRecord]:
         return list(self._tasks.values())
@@ -576,10 +693,18 @@ class TaskBoard:
 
     def list_tasks(self, status: TaskState | None, limit: int, now: float) -> list[TaskResult]:
         """Most recent first: live tasks, then cached results."""
+        return list(islice(self._listed(status, now), max(0, limit)))
+
+    def task_listing(self, status: TaskState | None, limit: int, now: float) -> Listing:
+        """``list_tasks`` cut to fit one reply message (``core/listing``)."""
+        budget = self.config.max_message_size - MESSAGE_OVERHEAD
+        return fit(self._listed(status, now), limit, budget)
+
+    def _listed(self, status: TaskState | None, now: float) -> Iterator[TaskResult]:
         live = reversed(self._tasks.values())
         done = sorted(self.results.values(now), key=lambda r: r.finished_at or 0, reverse=True)
         matching = (r for r in chain(live, done) if status is None or r.state == status)
-        return [r.final or r.snapshot() for r in islice(matching, max(0, limit))]
+        return (r.final or r.snapshot() for r in matching)
 
     def waiting_for_time(self) -> int:
         """Tasks waiting for an ETA or a retry backoff (counted, not tracked: O(live))."""
@@ -588,6 +713,13 @@ class TaskBoard:
     def __len__(self) -> int:
         """Live (not final) tasks."""
         return len(self._tasks)
+
+
+def _union(offers: Iterable[Collection[str]]) -> set[str]:
+    wanted: set[str] = set()
+    for names in offers:
+        wanted.update(names)
+    return wanted
 
 
 def _line(record: TaskRecord) -> TaskLine:

@@ -1,42 +1,94 @@
-"""Strict priority queues of task ids: a FIFO per priority, drained most urgent first.
+"""Strict priority queues of task ids: per priority, one FIFO per task name.
 
-Removal is lazy: a cancelled task stays in its deque and is skipped when popped, so
-cancel is O(1). ``pop`` therefore takes a predicate saying whether an id is still queued.
+Dispatch asks for the most urgent, oldest task among the names some waiting worker can
+run, so a backlog of any size for busy workers never delays a task an idle worker could
+start: tasks are looked up by name, never scanned past.
+
+Every queued id carries a sequence number: its place in its priority. Pushing at the
+back takes the next number up, pushing at the front (a task that was already waiting its
+turn) the next one down, so one number orders a priority's tasks across all names, and
+the journal keeps it so a restart restores the order exactly.
+
+Removal is lazy: a cancelled task stays in its FIFO and is skipped when it reaches the
+head, so cancel is O(1). ``pop`` therefore takes a predicate saying whether an id is
+still queued.
 """
 
 from __future__ import annotations
 
+from bisect import insort
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from fastworker_protocol import Priority
+
+IsQueued = Callable[[str], bool]
 
 
 class PriorityQueues:
     def __init__(self) -> None:
-        self._queues: dict[Priority, deque[str]] = {p: deque() for p in Priority.by_rank()}
+        self._fifos: dict[Priority, dict[str, deque[tuple[int, str]]]] = {
+            p: {} for p in Priority.by_rank()
+        }
         self._depth: dict[Priority, int] = dict.fromkeys(Priority.by_rank(), 0)
+        self._back = 0  # the last sequence number given at the back
+        self._front = 0  # the last one given at the front
 
-    def push(self, task_id: str, priority: Priority, *, front: bool = False) -> None:
-        """Queue at the back, or at the front for a task that was already waiting its turn."""
+    def push(self, task_id: str, name: str, priority: Priority, *, front: bool = False) -> int:
+        """Queue at the back, or at the front for a task that was already waiting its
+        turn; returns the task's sequence number."""
+        fifo = self._fifos[priority].setdefault(name, deque())
         if front:
-            self._queues[priority].appendleft(task_id)
+            self._front -= 1
+            fifo.appendleft((self._front, task_id))
+            seq = self._front
         else:
-            self._queues[priority].append(task_id)
+            self._back += 1
+            fifo.append((self._back, task_id))
+            seq = self._back
+        self._depth[priority] += 1
+        return seq
+
+    def restore(self, task_id: str, name: str, priority: Priority, seq: int) -> None:
+        """Queue a task at the place ``seq`` it had before a restart."""
+        fifo = self._fifos[priority].setdefault(name, deque())
+        if not fifo or fifo[-1][0] < seq:
+            fifo.append((seq, task_id))
+        else:
+            insort(fifo, (seq, task_id))
+        self._back, self._front = max(self._back, seq), min(self._front, seq)
         self._depth[priority] += 1
 
     def discard(self, priority: Priority) -> None:
         """Account for a queued id that will be skipped (cancelled) when popped."""
         self._depth[priority] -= 1
 
-    def pop(self, is_queued: Callable[[str], bool]) -> str | None:
-        """The oldest queued id of the most urgent non-empty priority, or ``None``."""
-        for priority, queue in self._queues.items():
-            while queue:
-                task_id = queue.popleft()
-                if is_queued(task_id):
-                    self._depth[priority] -= 1
-                    return task_id
+    def pop(self, is_queued: IsQueued, names: Collection[str] | None = None) -> str | None:
+        """The oldest queued id of the most urgent priority among tasks named in
+        ``names`` (every name if ``None``), or ``None``."""
+        for priority, fifos in self._fifos.items():
+            best: deque[tuple[int, str]] | None = None
+            for name in _candidates(fifos, names):
+                fifo = self._head(fifos, name, is_queued)
+                if fifo is not None and (best is None or fifo[0][0] < best[0][0]):
+                    best = fifo
+            if best is not None:
+                self._depth[priority] -= 1
+                return best.popleft()[1]
+        return None
+
+    @staticmethod
+    def _head(
+        fifos: dict[str, deque[tuple[int, str]]], name: str, is_queued: IsQueued
+    ) -> deque[tuple[int, str]] | None:
+        """The name's FIFO with a live task at its head (dead heads dropped), or ``None``."""
+        fifo = fifos.get(name)
+        while fifo:
+            if is_queued(fifo[0][1]):
+                return fifo
+            fifo.popleft()
+        if fifo is not None:
+            del fifos[name]
         return None
 
     def depth(self, priority: Priority) -> int:
@@ -44,3 +96,12 @@ class PriorityQueues:
 
     def __len__(self) -> int:
         return sum(self._depth.values())
+
+
+def _candidates(
+    fifos: dict[str, deque[tuple[int, str]]], names: Collection[str] | None
+) -> list[str]:
+    """The names to look at: the fewer of the queued names and the wanted ones."""
+    if names is None or len(fifos) <= len(names):
+        return [n for n in fifos if names is None or n in names]
+    return [n for n in names if n in fifos]

@@ -18,6 +18,8 @@ from fastworker_protocol import (
     next_task_state,
 )
 
+_encoder = msgspec.msgpack.Encoder()
+
 
 class TaskRecord(msgspec.Struct, gc=False, array_like=True, omit_defaults=True):
     """Mutable; like the messages, never part of a reference cycle (see ``Record``)."""
@@ -43,10 +45,14 @@ class TaskRecord(msgspec.Struct, gc=False, array_like=True, omit_defaults=True):
     timeout: float | None = None
     retries: int = 0
     lost: int = 0  # times the worker running it was lost
+    returned: int = 0  # times a lost worker held it without having started it
     attempt_errors: list[TaskError] = msgspec.field(default_factory=list)
     idempotency_key: str | None = None
+    seq: int = 0  # its place in its queue (lower goes first), kept across restarts
     line: TaskLine | None = None  # where its statistics go (set when it is accepted)
     final: TaskResult | None = None  # its result, once final (what reads return)
+    # False once a final task's args and kwargs were let go (it never runs again).
+    arguments_kept: bool = True
 
     @classmethod
     def from_spec(cls, spec: TaskSpec, priority: Priority, now: float, size: int) -> TaskRecord:
@@ -69,6 +75,17 @@ class TaskRecord(msgspec.Struct, gc=False, array_like=True, omit_defaults=True):
     def stored(self) -> TaskRecord:
         """A copy without the in-memory links, as the journal writes it."""
         return msgspec.structs.replace(self, line=None, final=None)
+
+    def encoded_size(self) -> int:
+        """Bytes of its journal form: near enough what keeping it costs (its ``final``
+        shares the result and errors with it, so they count once)."""
+        return len(_encoder.encode(self.stored()))
+
+    def drop_arguments(self) -> None:
+        """Let go of the arguments of a final task: it never runs again, so they only cost
+        memory (a 16 MB argument per cached result adds up)."""
+        self.args, self.kwargs = [], {}
+        self.arguments_kept = False
 
     def apply(self, event: TaskEvent) -> TaskState:
         """Move along the transition table; raises ``InvalidTransition`` if not allowed."""

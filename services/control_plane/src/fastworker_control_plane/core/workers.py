@@ -1,14 +1,36 @@
-"""The control plane's view of its subworkers: capacity, tasks in flight, liveness."""
+"""The control plane's view of its subworkers: capacity, tasks in flight, liveness, and
+the batches of tasks sent to them that they have not yet confirmed."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 
 from fastworker_control_plane.core.dispatch_policy import Load
-from fastworker_protocol import WorkerInfo, WorkerState
+from fastworker_protocol import Assignment, WorkerInfo, WorkerState
 
 MAX_PREFETCH = 10_000  # whatever a worker asks, it never holds more than this extra
+# Requests a worker may send after a batch went out without confirming it before the batch
+# counts as lost. A worker keeps at most two fetches outstanding, so one request can cross
+# the batch on the wire; the one after that must carry the confirmation. One more of slack.
+LOST_AFTER_REQUESTS = 3
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What a worker's held fetch is answered with: tasks, and the batch number it confirms
+    them by (0: nothing to confirm)."""
+
+    tasks: list[Assignment] = field(default_factory=list)
+    batch: int = 0
+
+
+@dataclass
+class Batch:
+    """Tasks sent in one ``Assign``, until the worker confirms it received them."""
+
+    task_ids: list[str]
+    requests_since: int = 0
 
 
 @dataclass
@@ -25,6 +47,8 @@ class WorkerSlot:
     completed: int = 0
 
     prefetch: int = 0
+    confirms: bool = False  # it lists received batches (see ``Batch``)
+    unconfirmed: dict[int, Batch] = field(default_factory=dict)
 
     @property
     def accepts_work(self) -> bool:
@@ -37,6 +61,30 @@ class WorkerSlot:
 
     def set_prefetch(self, prefetch: int) -> None:
         self.prefetch = max(0, min(prefetch, MAX_PREFETCH))
+
+    def offers(self, quick: set[str]) -> Collection[str]:
+        """The task names it can take one more of now: any of its own into a free slot,
+        only quick ones into the buffer beyond its slots (a slow task waiting in a buffer
+        could have started at once on another worker)."""
+        held = len(self.in_flight)
+        if held < self.concurrency:
+            return self.tasks
+        if held < self.capacity:
+            return self.tasks & quick
+        return ()
+
+    def heard(self, received: Collection[int]) -> list[str]:
+        """A request arrived, confirming ``received``; returns the ids of tasks in batches
+        now counted as lost (sent, and never confirmed by the requests that followed)."""
+        lost: list[str] = []
+        for number in received:
+            self.unconfirmed.pop(number, None)
+        for number, batch in list(self.unconfirmed.items()):
+            batch.requests_since += 1
+            if batch.requests_since >= LOST_AFTER_REQUESTS:
+                del self.unconfirmed[number]
+                lost += batch.task_ids
+        return lost
 
     def load(self) -> Load:
         return Load(self.worker_id, len(self.in_flight), self.capacity, self.assigned_total)

@@ -33,19 +33,27 @@ class RegistrationHandler:
         engine = self._engine
         match message:
             case Fetch(worker_id=worker_id, wait=wait, prefetch=prefetch):
-                engine.seen(worker_id, pipe_id)
+                engine.heard(worker_id, pipe_id, message.received)
                 if message.started or message.outcomes:
                     engine.report(worker_id, message.started, message.outcomes)
                     await engine.durable()
                 return await engine.assign(worker_id, min(wait, MAX_FETCH_WAIT), prefetch)
             case Report(worker_id=worker_id, started=started, outcomes=outcomes):
-                engine.seen(worker_id, pipe_id)
+                engine.heard(worker_id, pipe_id, message.received)
                 engine.report(worker_id, started, outcomes)
                 await engine.durable()
                 return Ack()
             case Register(worker_id=worker_id, name=name, concurrency=concurrency, tasks=tasks):
                 local = worker_id == self._local_worker_id
-                engine.register(worker_id, name, concurrency, tasks, pipe_id, local=local)
+                engine.register(
+                    worker_id,
+                    name,
+                    concurrency,
+                    tasks,
+                    pipe_id,
+                    local=local,
+                    confirms=message.confirms,
+                )
                 return Registered(
                     worker_id=worker_id,
                     control_plane_id=self._instance_id,
