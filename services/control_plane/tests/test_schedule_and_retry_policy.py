@@ -6,7 +6,7 @@ import pytest
 
 from fastworker_control_plane.core.retry_policy import RetryPolicy
 from fastworker_control_plane.core.schedule import Schedule
-from fastworker_protocol import TaskError, TaskSignature
+from fastworker_protocol import FailureReason, TaskError, TaskSignature
 
 
 def always(task_id: str) -> bool:
@@ -52,7 +52,7 @@ def test_backoff_is_full_jitter_between_zero_and_the_ceiling() -> None:
     assert seen == [(0.0, 8.0)]
 
 
-def error(kind: str = "RuntimeError", reason: str = "exception") -> TaskError:
+def error(kind: str = "RuntimeError", reason: str = FailureReason.EXCEPTION) -> TaskError:
     return TaskError(type=kind, message="x", reason=reason)
 
 
@@ -63,15 +63,45 @@ def test_a_failure_is_retried_until_max_retries_and_a_submission_may_override_it
     assert policy.retries(error(), 4, 5) is True
 
 
-def test_retry_on_limits_retries_to_the_named_exception_types() -> None:
+def test_without_a_subworker_verdict_retry_on_is_matched_by_class_name() -> None:
     policy = RetryPolicy(max_retries=3, retry_on=frozenset({"KeyError"}))
     assert policy.retries(error("KeyError"), 0, None) is True
     assert policy.retries(error("ValueError"), 0, None) is False
 
 
-@pytest.mark.parametrize("reason", ["worker_lost", "unserializable_result", "timeout"])
-def test_failures_that_are_not_exceptions_are_never_retried(reason: str) -> None:
-    assert RetryPolicy(max_retries=3).retries(error(reason=reason), 0, None) is False
+def test_the_subworkers_verdict_decides_which_exceptions_retry_on_covers() -> None:
+    # Given retry_on=(ConnectionError,) and a failure with a subclass the name does not match
+    policy = RetryPolicy(max_retries=3, retry_on=frozenset({"ConnectionError"}))
+    refused = error("ConnectionRefusedError")
+    # Then the subworker's isinstance verdict wins over the name, either way
+    assert policy.retries(refused, 0, None, retryable=True) is True
+    assert policy.retries(error("ConnectionError"), 0, None, retryable=False) is False
+    assert policy.retries(refused, 0, None, retryable=None) is False  # an older subworker
+
+
+def test_the_budget_still_limits_a_failure_the_subworker_calls_retryable() -> None:
+    policy = RetryPolicy(max_retries=1)
+    assert [policy.retries(error(), n, None, retryable=True) for n in range(3)] == [
+        True,
+        False,
+        False,
+    ]
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        FailureReason.WORKER_LOST,
+        FailureReason.UNSERIALIZABLE_RESULT,
+        FailureReason.TIMEOUT,
+        FailureReason.CANCELLED,
+        FailureReason.INTERRUPTED,
+    ],
+)
+def test_failures_that_are_not_exceptions_are_never_retried(reason: FailureReason) -> None:
+    policy = RetryPolicy(max_retries=3)
+    assert policy.retries(error(reason=reason), 0, None) is False
+    assert policy.retries(error(reason=reason), 0, None, retryable=True) is False
 
 
 def test_the_policy_comes_from_the_registered_signature() -> None:

@@ -19,7 +19,8 @@ EXPECTED_PUBLIC_NAMES = {
     "DEFAULT_HTTP_PORT", "DEFAULT_MAX_MESSAGE_SIZE", "FINAL_TASK_STATES", "PROTOCOL_VERSION",
     "TASK_TRANSITIONS", "TERMINAL_TASK_STATES", "WORKER_TRANSITIONS",
     "Accepted", "Ack", "Announce", "AnyMessage", "Assign", "Assignment", "Cancel", "Cancelled",
-    "Codec", "DecodeError", "Drain", "EncodeError", "Error", "ErrorCode", "Fetch", "Get",
+    "Codec", "DecodeError", "Drain", "EncodeError", "Error", "ErrorCode", "FailureReason",
+    "Fetch", "Get",
     "InvalidMessage", "InvalidTransition", "ListSchedules", "ListTasks", "ListWorkers",
     "MalformedMessage",
     "Message", "Outcome", "OversizeMessage", "Param", "PortMap", "Priority", "Probe",
@@ -45,6 +46,10 @@ ERROR_CODES = {
     "malformed", "oversize", "invalid_message", "unknown_op", "wrong_port",
     "unsupported_version", "unknown_task", "invalid_arguments", "task_not_found",
     "unknown_worker", "shutting_down", "queue_full", "unauthorized", "internal",
+}  # fmt: skip
+
+FAILURE_REASONS = {
+    "exception", "unserializable_result", "timeout", "cancelled", "interrupted", "worker_lost",
 }  # fmt: skip
 
 CODEC = fp.Codec()
@@ -99,6 +104,22 @@ def test_every_message_carries_the_protocol_version_and_is_immutable(
 def test_error_codes_are_the_stable_wire_strings() -> None:
     assert {code.value for code in fp.ErrorCode} == ERROR_CODES
     assert all(code == code.value for code in fp.ErrorCode)
+
+
+def test_failure_reasons_are_the_stable_wire_strings() -> None:
+    assert {reason.value for reason in fp.FailureReason} == FAILURE_REASONS
+    assert fp.TaskError(type="E", message="m").reason == fp.FailureReason.EXCEPTION
+
+
+def test_a_failure_reason_this_version_does_not_know_still_decodes_as_its_string() -> None:
+    frame = {"op": "report", "worker_id": "w", "outcomes": [
+        {"task_id": "t", "ok": False, "error": {"type": "E", "message": "m", "reason": "new"}}
+    ]}  # fmt: skip
+    decoded = CODEC.decode(msgspec.msgpack.encode(frame))
+    assert isinstance(decoded, fp.Report)
+    assert decoded.outcomes[0].error is not None
+    assert decoded.outcomes[0].error.reason == "new"
+    assert decoded.outcomes[0].retryable is None  # an older subworker leaves it out
 
 
 @pytest.mark.parametrize(

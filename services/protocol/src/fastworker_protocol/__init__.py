@@ -1,4 +1,5 @@
-"""FastWorker's wire protocol: messages, codec, ports, priorities, states and error codes.
+"""FastWorker's wire protocol: messages, codec, ports, priorities, states, error codes and
+failure reasons.
 
 A leaf package: it imports nothing else of FastWorker's and does no I/O. PROTOCOL.md
 beside it is the specification these types implement.
@@ -64,6 +65,7 @@ from fastworker_protocol.ports import (
     tcp_address,
 )
 from fastworker_protocol.priority import Priority
+from fastworker_protocol.reasons import FailureReason
 from fastworker_protocol.states import (
     FINAL_TASK_STATES,
     TASK_TRANSITIONS,
@@ -104,6 +106,7 @@ __all__ = [
     "EncodeError",
     "Error",
     "ErrorCode",
+    "FailureReason",
     "Fetch",
     "Get",
     "InvalidMessage",

@@ -3,6 +3,12 @@
 The n-th retry waits a time drawn uniformly from ``[0, min(cap, base * 2 ** (n - 1))]``
 (AWS's "full jitter"), so retries of many failing tasks spread out instead of arriving
 together. The random source is injected, so tests can fix it.
+
+Which exceptions ``retry_on`` covers is decided by the subworker, which still has the
+exception and checks it with ``isinstance`` (so subclasses match), and arrives as the
+outcome's ``retryable``. Only for outcomes without that verdict (older or other-language
+subworkers) does the policy fall back to comparing class names. The budget (how many
+retries) and the backoff stay here.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fastworker_protocol import TaskError, TaskSignature
+from fastworker_protocol import FailureReason, TaskError, TaskSignature
 
 Uniform = Callable[[float, float], float]
 
@@ -32,11 +38,20 @@ class RetryPolicy:
             frozenset(signature.retry_on),
         )
 
-    def retries(self, error: TaskError, retries_so_far: int, max_retries: int | None) -> bool:
-        """Whether a failure with ``error`` is retried (``max_retries`` overrides ours)."""
+    def retries(
+        self,
+        error: TaskError,
+        retries_so_far: int,
+        max_retries: int | None,
+        retryable: bool | None = None,
+    ) -> bool:
+        """Whether a failure with ``error`` is retried (``max_retries`` overrides ours;
+        ``retryable`` is the subworker's ``retry_on`` verdict, ``None`` if it gave none)."""
         limit = self.max_retries if max_retries is None else max(0, max_retries)
-        if retries_so_far >= limit or error.reason != "exception":
+        if retries_so_far >= limit or error.reason != FailureReason.EXCEPTION:
             return False
+        if retryable is not None:
+            return retryable
         return not self.retry_on or error.type in self.retry_on
 
     def delay(self, retry: int, uniform: Uniform = random.uniform) -> float:
