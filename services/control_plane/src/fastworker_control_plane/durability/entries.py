@@ -11,64 +11,64 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-import msgspec
-
 from fastworker_control_plane.core.board import Change, TaskBoard
 from fastworker_control_plane.core.periodic import PeriodicState
-from fastworker_control_plane.core.records import TaskRecord
+from fastworker_control_plane.durability.schema import (
+    Done,
+    Entry,
+    Put,
+    Step,
+    StoredPeriodic,
+    StoredTask,
+    Tick,
+    periodic_state,
+    stored_periodic,
+    stored_task,
+    task_record,
+)
 from fastworker_protocol import TaskState
-
-
-class Put(msgspec.Struct, tag=0, array_like=True):
-    task: TaskRecord
-
-
-class Step(msgspec.Struct, tag=1, array_like=True):
-    task_id: str
-    state: TaskState
-    attempts: int
-    worker_id: str | None
-
-
-class Done(msgspec.Struct, tag=2, array_like=True):
-    task: TaskRecord
-
-
-class Tick(msgspec.Struct, tag=3, array_like=True):
-    periodic: PeriodicState
-
-
-Entry = Put | Step | Done | Tick
 
 _STEPS = (TaskState.ASSIGNED, TaskState.RUNNING)
 
 
 class Recorder:
-    """Turns the board's transitions into entries, as they happen."""
+    """Turns the board's transitions into entries, as they happen.
+
+    Each change carries its task's record, so a task that finished and left the result
+    cache before the entries were made is still written final (reading it back from the
+    cache would miss it, and the task would run again after a restart).
+    """
 
     def __init__(self) -> None:
         self._periodics: dict[str, PeriodicState] = {}  # as last written
 
-    def entries(self, changes: Iterable[Change], board: TaskBoard, now: float) -> list[Entry]:
+    def entries(self, changes: Iterable[Change], board: TaskBoard) -> list[Entry]:
         entries: list[Entry] = []
+        written: set[str] = set()  # one Put or Done per task: each is the record as it is now
         for change in changes:
             if change.state in _STEPS:
                 entries.append(
-                    Step(change.task_id, change.state, change.attempts, change.worker_id)
+                    Step(
+                        task_id=change.task_id,
+                        state=change.state,
+                        attempts=change.attempts,
+                        worker_id=change.worker_id,
+                    )
                 )
+            record = change.record
+            if record is None or change.state in _STEPS:
                 continue
-            record = board.record(change.task_id, now, count=False)
-            if record is None:
-                continue  # final and already evicted from the result cache: nothing to keep
-            if not change.state.is_final:
-                entries.append(Put(record.stored()))
-            elif record.state.is_final:  # not a failure that is being retried
-                entries.append(Done(record.stored()))
+            if record.state.is_final != change.state.is_final:
+                continue  # a later change of this batch writes it (or a retry queues it again)
+            if (record.id, record.state.is_final) not in written:
+                written.add((record.id, record.state.is_final))
+                task = stored_task(record)
+                entries.append(Done(task=task) if record.state.is_final else Put(task=task))
         for periodic in board.periodics.values():
             state = periodic.state()
             if self._periodics.get(periodic.name) != state:
                 self._periodics[periodic.name] = state
-                entries.append(Tick(state))
+                entries.append(Tick(periodic=stored_periodic(state)))
         return entries
 
 
@@ -78,9 +78,9 @@ def snapshot(board: TaskBoard, now: float) -> list[Entry]:
     periodics = [p.state() for p in board.periodics.values()]
     periodics += board.saved_periodics.values()
     return [
-        *(Done(record.stored()) for record in kept),
-        *(Put(record.stored()) for record in board.live_records()),
-        *(Tick(state) for state in periodics),
+        *(Done(task=stored_task(record)) for record in kept),
+        *(Put(task=stored_task(record)) for record in board.live_records()),
+        *(Tick(periodic=stored_periodic(state)) for state in periodics),
     ]
 
 
@@ -88,9 +88,9 @@ def snapshot(board: TaskBoard, now: float) -> list[Entry]:
 class Recovered:
     """The latest state of every task and periodic schedule the journal names."""
 
-    live: dict[str, TaskRecord] = field(default_factory=dict)
-    final: dict[str, TaskRecord] = field(default_factory=dict)
-    periodics: dict[str, PeriodicState] = field(default_factory=dict)
+    live: dict[str, StoredTask] = field(default_factory=dict)
+    final: dict[str, StoredTask] = field(default_factory=dict)
+    periodics: dict[str, StoredPeriodic] = field(default_factory=dict)
 
     def apply(self, entry: Entry) -> None:
         match entry:
@@ -112,10 +112,10 @@ class Recovered:
         (a subworker held them when the control plane stopped)."""
         for task in sorted(self.final.values(), key=lambda t: t.finished_at or 0.0):
             if (task.finished_at or 0.0) + board.results.ttl > now:
-                board.keep(task)
+                board.keep(task_record(task))
         redelivered = 0
-        for task in sorted(self.live.values(), key=lambda t: t.queued_at):
+        for task in sorted(self.live.values(), key=lambda t: t.seq):  # in queue order
             redelivered += task.state in _STEPS
-            board.adopt(task, now)
-        board.saved_periodics.update(self.periodics)
+            board.adopt(task_record(task), now)
+        board.saved_periodics.update({n: periodic_state(p) for n, p in self.periodics.items()})
         return redelivered
