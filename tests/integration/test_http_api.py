@@ -38,7 +38,15 @@ SUMMARY_KEYS = {
     "duration",
     "error",
 }
-DETAIL_KEYS = SUMMARY_KEYS | {"args", "kwargs", "result", "attempt_errors", "eta", "trace_id"}
+DETAIL_KEYS = SUMMARY_KEYS | {
+    "arguments_kept",
+    "args",
+    "kwargs",
+    "result",
+    "attempt_errors",
+    "eta",
+    "trace_id",
+}
 WORKER_KEYS = {
     "worker_id",
     "name",
@@ -118,7 +126,8 @@ async def test_the_overview_totals_the_tasks_run_so_far(
         "cancelled": 0,
     }
     assert overview["results"]["size"] == 4
-    assert set(overview["results"]) == {"size", "hits", "misses", "evictions"}
+    assert overview["results"]["bytes"] > 0
+    assert set(overview["results"]) == {"size", "bytes", "hits", "misses", "evictions"}
     assert set(overview["events"]) == {"published", "dropped"}
 
 
@@ -228,10 +237,10 @@ async def test_a_failed_task_shows_its_traceback_and_attempt_info(
     assert status == 200
     assert set(task) == DETAIL_KEYS
     assert (task["task_id"], task["name"], task["status"]) == (exploded, "explode", "failure")
-    assert (task["attempts"], task["args"], task["kwargs"], task["result"]) == (
+    assert (task["attempts"], task["arguments_kept"], task["args"], task["result"]) == (
         1,
-        ["kaboom"],
-        {},
+        False,
+        None,
         None,
     )
     assert task["error"]["type"] == "RuntimeError"
@@ -250,7 +259,7 @@ async def test_a_failed_task_shows_its_traceback_and_attempt_info(
     assert all("raise RuntimeError" in e["traceback"] for e in task["attempt_errors"])
 
 
-async def test_a_finished_task_shows_its_arguments_and_result(
+async def test_a_finished_task_shows_its_result_and_says_its_arguments_were_not_kept(
     api: str, client: Client, http: aiohttp.ClientSession
 ) -> None:
     (napped,) = await _finished(client, ("nap", (0.05, "tagged")))
@@ -260,7 +269,7 @@ async def test_a_finished_task_shows_its_arguments_and_result(
     assert status == 200
     assert set(task) == DETAIL_KEYS
     assert (task["status"], task["priority"], task["attempts"]) == ("success", "normal", 1)
-    assert (task["args"], task["kwargs"]) == ([0.05, "tagged"], {})
+    assert (task["arguments_kept"], task["args"], task["kwargs"]) == (False, None, None)
     assert task["result"]["tag"] == "tagged"
     assert isinstance(task["result"]["pid"], int)
     assert (task["error"], task["attempt_errors"]) == (None, [])
@@ -292,8 +301,27 @@ async def test_a_task_whose_values_have_keys_json_lacks_still_shows_in_full(
         task = await response.json()
     assert (task["task_id"], task["status"]) == (result.task_id, "success")
     expected = {"None": "none", "True": "bool", "(1, 2)": "tuple"}  # keys as their repr
-    assert task["args"] == [expected]
     assert task["result"] == expected
+
+
+async def test_a_control_plane_told_to_keep_arguments_shows_a_finished_tasks_arguments(
+    cluster: Cluster, http: aiohttp.ClientSession
+) -> None:
+    # Given a control plane started with --result-keep-arguments
+    cluster.control_plane("--result-keep-arguments")
+    async with cluster.client() as client:
+        await wait_for_status(http, f"{cluster.http}/readyz", 200)
+        value = {None: "none", True: "bool", (1, 2): "tuple"}
+
+        # When tasks finish
+        (napped, echoed) = await _finished(client, ("nap", (0.05, "tagged")), ("echo", (value,)))
+
+        # Then their arguments are still shown (keys JSON lacks as their repr)
+        _, task = await get_json(http, f"{cluster.http}/api/tasks/{napped}")
+        assert (task["status"], task["arguments_kept"]) == ("success", True)
+        assert (task["args"], task["kwargs"]) == ([0.05, "tagged"], {})
+        _, task = await get_json(http, f"{cluster.http}/api/tasks/{echoed}")
+        assert task["args"] == [{"None": "none", "True": "bool", "(1, 2)": "tuple"}]
 
 
 async def test_registered_lists_every_task_name_with_its_parameters_and_policy(

@@ -339,6 +339,21 @@ def test_the_result_cache_size_hits_misses_evictions_and_expirations() -> None:
     assert families["fastworker_result_cache_hits"].type == "counter"
 
 
+def test_the_result_cache_bytes_gauge_follows_what_is_kept_and_evicted() -> None:
+    engine = make_engine(BoardConfig(result_max_bytes=2500))
+    submit(engine, "a", "b", "c")
+    dispatched(engine)
+    report(engine, *(Outcome(task_id=t, ok=True, result="r" * 1000) for t in ("a", "b", "c")))
+
+    family = scrape_engine(engine)["fastworker_result_cache_bytes"]
+
+    assert family.type == "gauge"
+    assert values(family) == {(): float(engine.board.results.bytes)}
+    assert 2000 < engine.board.results.bytes <= 2500  # "a" went: three do not fit
+    evictions = scrape_engine(engine)["fastworker_result_cache_evictions"]
+    assert values(evictions, "_total") == {(): 1.0}
+
+
 def test_published_and_dropped_events_are_counters(engine: Engine) -> None:
     engine.events.subscribe(backlog=1)
     engine.board.record_changes = True

@@ -1,10 +1,12 @@
-"""The result cache: LRU by size, TTL by the injected clock (every call passes ``now``)."""
+"""The result cache: LRU by entries and by bytes, TTL by the injected clock (every call
+passes ``now``)."""
 
 from __future__ import annotations
 
 import pytest
 
 from fastworker_control_plane.core.result_cache import (
+    DEFAULT_MAX_BYTES,
     DEFAULT_MAX_SIZE,
     DEFAULT_TTL,
     CacheStats,
@@ -14,20 +16,31 @@ from fastworker_control_plane.core.result_cache import (
 T0 = 1000.0
 
 
-def cache(max_size: int = 3, ttl: float = 10.0) -> ResultCache[str]:
-    return ResultCache(max_size=max_size, ttl=ttl)
+def cache(max_size: int = 3, ttl: float = 10.0, max_bytes: int = 1000) -> ResultCache[str]:
+    return ResultCache(max_size=max_size, ttl=ttl, max_bytes=max_bytes)
 
 
-def test_the_defaults_are_ten_thousand_entries_for_one_hour() -> None:
+def test_the_defaults_are_ten_thousand_entries_and_256_mib_for_one_hour() -> None:
     c: ResultCache[str] = ResultCache()
 
-    assert (c.max_size, c.ttl) == (DEFAULT_MAX_SIZE, DEFAULT_TTL) == (10_000, 3600.0)
+    assert (c.max_size, c.max_bytes, c.ttl) == (DEFAULT_MAX_SIZE, DEFAULT_MAX_BYTES, DEFAULT_TTL)
+    assert (c.max_size, c.max_bytes, c.ttl) == (10_000, 256 * 1024 * 1024, 3600.0)
 
 
 @pytest.mark.parametrize(("max_size", "ttl"), [(0, 10.0), (-1, 10.0), (3, 0.0), (3, -5.0)])
 def test_a_cache_without_room_or_without_lifetime_is_refused(max_size: int, ttl: float) -> None:
     with pytest.raises(ValueError, match="must be positive"):
         ResultCache[str](max_size=max_size, ttl=ttl)
+
+
+def test_a_cache_without_room_for_bytes_is_refused() -> None:
+    with pytest.raises(ValueError, match="must be positive"):
+        ResultCache[str](max_bytes=0)
+
+
+def test_a_negative_size_is_refused() -> None:
+    with pytest.raises(ValueError, match="size must be >= 0"):
+        cache().put("a", "A", now=T0, size=-1)
 
 
 def test_a_stored_value_is_returned_until_just_before_its_ttl() -> None:
@@ -177,3 +190,64 @@ def test_stats_count_hits_misses_evictions_and_expirations_together() -> None:
 
     assert c.stats == CacheStats(hits=1, misses=2, evictions=1, expirations=1)
     assert len(c) == 1
+
+
+def test_the_least_recently_used_entries_go_when_the_bytes_pass_their_bound() -> None:
+    c = cache(max_size=10, max_bytes=100)
+    for key in "abc":
+        c.put(key, key.upper(), now=T0, size=40)  # 120 bytes: "a" must go
+
+    assert [k for k in "abc" if k in c] == ["b", "c"]
+    assert c.bytes == 80
+    assert c.stats.evictions == 1
+
+
+def test_a_large_entry_pushes_out_as_many_old_ones_as_it_needs() -> None:
+    c = cache(max_size=10, max_bytes=100)
+    for key in "abcd":
+        c.put(key, key, now=T0, size=25)
+    c.get("a", now=T0)  # read: now the most recently used of the four
+
+    c.put("e", "E", now=T0 + 1, size=70)
+
+    assert [k for k in "abcde" if k in c] == ["a", "e"]
+    assert c.bytes == 95
+    assert c.stats.evictions == 3
+
+
+def test_an_entry_larger_than_the_bound_alone_is_kept_alone_until_the_next_put() -> None:
+    c = cache(max_size=10, max_bytes=100)
+    c.put("a", "A", now=T0, size=10)
+
+    c.put("huge", "H", now=T0, size=500)
+
+    assert c.get("huge", now=T0) == "H"  # just stored: readable at least once
+    assert "a" not in c
+    c.put("b", "B", now=T0, size=10)
+    assert "huge" not in c
+    assert c.bytes == 10
+
+
+def test_the_byte_count_follows_replacements_expirations_and_sweeps() -> None:
+    c = cache(max_size=10, ttl=10.0, max_bytes=1000)
+    c.put("a", "A", now=T0, size=100)
+    c.put("a", "A2", now=T0, size=30)  # replaced: only the new size counts
+    c.put("b", "B", now=T0 + 5, size=50)
+    c.put("c", "C", now=T0 + 6, size=7)
+    assert c.bytes == 87
+
+    assert c.get("a", now=T0 + 10) is None  # expired on read
+    assert c.bytes == 57
+    assert c.sweep(now=T0 + 15.5) == 1  # "b"
+    assert c.bytes == 7
+    assert c.sweep(now=T0 + 100) == 1
+    assert (c.bytes, len(c)) == (0, 0)
+
+
+def test_entries_without_a_size_are_bounded_by_count_only() -> None:
+    c = cache(max_size=2, max_bytes=1)
+    for key in "abc":
+        c.put(key, key, now=T0)
+
+    assert c.values(now=T0) == ["b", "c"]
+    assert c.bytes == 0

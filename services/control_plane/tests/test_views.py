@@ -95,7 +95,7 @@ def test_the_overview_of_an_idle_control_plane(engine: Engine) -> None:
             "retried": 0,
             "cancelled": 0,
         },
-        "results": {"size": 0, "hits": 0, "misses": 0, "evictions": 0},
+        "results": {"size": 0, "bytes": 0, "hits": 0, "misses": 0, "evictions": 0},
         "events": {"published": 0, "dropped": 0},
     }
     assert list(document["queues"]) == ["critical", "high", "normal", "low"]
@@ -129,7 +129,15 @@ def test_the_overview_counts_queues_scheduled_in_flight_totals_and_the_cache() -
         "retried": 0,
         "cancelled": 1,
     }
-    assert document["results"] == {"size": 1, "hits": 1, "misses": 1, "evictions": 2}
+    cache = engine.board.results
+    assert cache.bytes > 0
+    assert document["results"] == {
+        "size": 1,
+        "bytes": cache.bytes,
+        "hits": 1,
+        "misses": 1,
+        "evictions": 2,
+    }
 
 
 def test_the_overview_reports_the_event_bus_counters(engine: Engine) -> None:
@@ -262,7 +270,8 @@ def test_a_failed_tasks_summary_has_its_error_without_the_traceback() -> None:
     }
 
 
-def test_a_tasks_detail_adds_arguments_result_eta_and_its_trace_id(engine: Engine) -> None:
+def test_a_tasks_detail_adds_arguments_result_eta_and_its_trace_id() -> None:
+    engine = make_engine(BoardConfig(result_keep_arguments=True))
     spec = TaskSpec(
         name="add",
         id="a",
@@ -282,6 +291,7 @@ def test_a_tasks_detail_adds_arguments_result_eta_and_its_trace_id(engine: Engin
     assert document == {
         **views.task_summary(record.snapshot()),
         "error": None,
+        "arguments_kept": True,
         "args": [1],
         "kwargs": {},
         "result": {"sum": 2},
@@ -289,6 +299,26 @@ def test_a_tasks_detail_adds_arguments_result_eta_and_its_trace_id(engine: Engin
         "eta": NOW - 1,
         "trace_id": TRACE_ID,
     }
+    assert is_json(document)
+
+
+def test_a_finished_tasks_detail_says_its_arguments_were_not_kept(engine: Engine) -> None:
+    # Given a task called with arguments, on a board that does not keep them
+    submit(engine, TaskSpec(name="add", id="a", kwargs={"x": 1}))
+    queued = engine.board.record("a", NOW, count=False)
+    assert queued is not None
+    assert views.task_detail(queued)["kwargs"] == {"x": 1}  # a live task still has them
+
+    # When it finishes
+    dispatched(engine)
+    engine.board.report("w1", [], [Outcome(task_id="a", ok=True, result=3)], NOW + 1)
+    record = engine.board.record("a", NOW + 1, count=False)
+    assert record is not None
+    document = views.task_detail(record)
+
+    # Then its detail says so, rather than showing a call without arguments
+    assert document["arguments_kept"] is False
+    assert (document["args"], document["kwargs"], document["result"]) == (None, None, 3)
     assert is_json(document)
 
 

@@ -55,6 +55,8 @@ class ControlPlane:
                 max_redeliveries=self.config.max_redeliveries,
                 max_queued=self.config.max_queued,
                 result_max_size=self.config.result_max_size,
+                result_max_bytes=self.config.result_max_bytes,
+                result_keep_arguments=self.config.result_keep_arguments,
                 result_ttl=self.config.result_ttl,
                 max_message_size=self.config.max_message_size,
             )

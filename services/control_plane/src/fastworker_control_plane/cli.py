@@ -98,6 +98,20 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     )
     add_option(
         parser,
+        "--result-max-bytes",
+        type=int,
+        default=_D["result_max_bytes"].default,
+        help="bytes of results kept at most, counted encoded (least recently used go first)",
+    )
+    add_option(
+        parser,
+        "--result-keep-arguments",
+        switch=True,
+        help="keep finished tasks' arguments in the result cache, for the dashboard and API "
+        "(default: dropped when a task finishes)",
+    )
+    add_option(
+        parser,
         "--max-redeliveries",
         type=int,
         default=_D["max_redeliveries"].default,
@@ -186,6 +200,8 @@ def run(args: argparse.Namespace) -> int:
             shutdown_timeout=args.shutdown_timeout,
             result_ttl=args.result_ttl,
             result_max_size=args.result_max_size,
+            result_max_bytes=args.result_max_bytes,
+            result_keep_arguments=args.result_keep_arguments,
             max_redeliveries=args.max_redeliveries,
             max_queued=args.max_queued,
             heartbeat_timeout=args.heartbeat_timeout,

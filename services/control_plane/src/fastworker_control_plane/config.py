@@ -8,7 +8,11 @@ from dataclasses import dataclass, field
 
 from fastworker.tls import TLS
 from fastworker_control_plane.core.board import DEFAULT_MAX_QUEUED
-from fastworker_control_plane.core.result_cache import DEFAULT_MAX_SIZE, DEFAULT_TTL
+from fastworker_control_plane.core.result_cache import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_SIZE,
+    DEFAULT_TTL,
+)
 from fastworker_protocol import (
     DEFAULT_BASE_PORT,
     DEFAULT_DISCOVERY_PORT,
@@ -31,6 +35,8 @@ class ControlPlaneConfig:
     shutdown_timeout: float = 30.0
     result_ttl: float = DEFAULT_TTL
     result_max_size: int = DEFAULT_MAX_SIZE
+    result_max_bytes: int = DEFAULT_MAX_BYTES
+    result_keep_arguments: bool = False  # finished tasks keep their args/kwargs in the cache
     max_redeliveries: int = 3
     max_queued: int = DEFAULT_MAX_QUEUED  # live tasks per priority before queue_full
     heartbeat_timeout: float = 10.0
@@ -54,6 +60,8 @@ class ControlPlaneConfig:
             )
         if not 0 <= self.http_port <= 65535:
             raise ValueError(f"HTTP port {self.http_port} is outside 0..65535")
+        if self.result_max_bytes < 1:
+            raise ValueError("result max bytes must be at least 1")
         if self.max_queued < 1:
             raise ValueError("max queued must be at least 1")
         if self.local_concurrency < 0:

@@ -116,6 +116,11 @@ class ControlPlaneCollector(Collector):
         yield GaugeMetricFamily(
             "fastworker_result_cache_size", "Results held in the cache", value=len(cache)
         )
+        yield GaugeMetricFamily(
+            "fastworker_result_cache_bytes",
+            "Encoded bytes of the results held in the cache (see --result-max-bytes)",
+            value=cache.bytes,
+        )
         for name, value, help_text in (
             ("hits", cache.stats.hits, "Result reads answered from the cache"),
             ("misses", cache.stats.misses, "Result reads of unknown or expired tasks"),

@@ -38,6 +38,7 @@ def overview(engine: Engine, me: Identity) -> dict[str, Any]:
         "totals": board.stats.totals(),
         "results": {
             "size": len(cache),
+            "bytes": cache.bytes,
             "hits": cache.stats.hits,
             "misses": cache.stats.misses,
             "evictions": cache.stats.evictions,
@@ -72,12 +73,16 @@ def task_summary(result: TaskResult) -> dict[str, Any]:
 
 
 def task_detail(record: TaskRecord) -> dict[str, Any]:
+    """A finished task's arguments are ``null`` unless the control plane keeps them
+    (``--result-keep-arguments``): ``[]`` would claim it was called without any."""
     result = record.snapshot()
+    kept = record.arguments_kept
     return {
         **task_summary(result),
         "error": _error(result.error, traceback=True),
-        "args": json_safe(record.args),
-        "kwargs": json_safe(record.kwargs),
+        "arguments_kept": kept,
+        "args": json_safe(record.args) if kept else None,
+        "kwargs": json_safe(record.kwargs) if kept else None,
         "result": json_safe(record.result),
         "attempt_errors": [_error(e, traceback=True) for e in record.attempt_errors],
         "eta": record.eta,

@@ -40,8 +40,9 @@ class ResultsHandler:
                 await engine.durable()
                 return Cancelled(task_id=task_id, status=result.status, changed=changed)
             case ListTasks(status=status, limit=limit):
-                tasks = engine.board.list_tasks(status, min(limit, MAX_LISTED), engine.clock())
-                return TaskList(tasks=tasks)
+                # Cut to fit: large results must not make every listing oversize.
+                listing = engine.board.task_listing(status, min(limit, MAX_LISTED), engine.clock())
+                return TaskList(tasks=listing.tasks, more=listing.more)
             case ListWorkers():
                 return WorkerList(workers=engine.board.list_workers(engine.clock()))
             case ListSchedules():

@@ -146,6 +146,14 @@
     return isNum(n) ? String(Math.round(n)) : '–';
   }
 
+  function fmtBytes(n) {
+    if (!isNum(n)) return '–';
+    const units = ['B', 'KiB', 'MiB', 'GiB'];
+    let i = 0;
+    while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
+    return `${i === 0 ? Math.round(n) : n.toFixed(1)} ${units[i]}`;
+  }
+
   function fmtRate(n) {
     if (!isNum(n)) return '–';
     if (n === 0) return '0';
@@ -478,7 +486,8 @@
     if (isNum(results.size)) {
       const asked = (results.hits || 0) + (results.misses || 0);
       const hitRate = asked > 0 ? ` · ${Math.round((100 * (results.hits || 0)) / asked)}% hits` : '';
-      setText($('results-stats'), `${results.size} kept${hitRate}`);
+      const bytes = isNum(results.bytes) ? ` (${fmtBytes(results.bytes)})` : '';
+      setText($('results-stats'), `${results.size} kept${bytes}${hitRate}`);
     }
     const events = o.events || {};
     const eventsNode = $('events-stats');
@@ -1255,12 +1264,18 @@
     }
 
     const sections = [list];
-    sections.push(el('section', { class: 'detail-section' },
-      el('h3', null, 'Arguments'),
-      el('div', { class: 'args-grid' },
-        el('div', null, el('h4', null, 'args'), el('pre', { class: 'code', id: 'task-args' }, prettyJSON(task.args ?? []))),
-        el('div', null, el('h4', null, 'kwargs'), el('pre', { class: 'code', id: 'task-kwargs' }, prettyJSON(task.kwargs ?? {})))),
-    ));
+    // A finished task's arguments are dropped unless the control plane keeps them.
+    sections.push(task.arguments_kept === false
+      ? el('section', { class: 'detail-section' },
+        el('h3', null, 'Arguments'),
+        el('p', { class: 'muted', id: 'task-args' },
+          'Not kept: the control plane drops a task\'s arguments when it finishes '
+          + '(start it with --result-keep-arguments to keep them).'))
+      : el('section', { class: 'detail-section' },
+        el('h3', null, 'Arguments'),
+        el('div', { class: 'args-grid' },
+          el('div', null, el('h4', null, 'args'), el('pre', { class: 'code', id: 'task-args' }, prettyJSON(task.args ?? []))),
+          el('div', null, el('h4', null, 'kwargs'), el('pre', { class: 'code', id: 'task-kwargs' }, prettyJSON(task.kwargs ?? {}))))));
 
     if (task.error) {
       const error = task.error;
