@@ -60,11 +60,12 @@ async def test_after_a_run_of_quick_tasks_slow_ones_are_shared_not_hoarded(
         cluster.subworker(concurrency=1)
     async with cluster.client() as client:
         await cluster.workers(client, 3)
-        quick = await client.submit_batch([("nap", (0.0,)) for _ in range(600)])
-        await client.wait_results(quick, timeout=30)
-        # When twelve 0.5 s tasks follow
-        slow = await client.submit_batch([("nap", (0.5,)) for _ in range(12)])
-        results = await client.wait_results(slow, timeout=30)
+        warm = await client.submit_batch([("echo", (n,)) for n in range(300)])
+        await client.wait_results(warm, timeout=30)
+        # When twelve 0.5 s tasks are queued right behind another run of quick ones
+        batch = [("echo", (n,)) for n in range(600)] + [("nap", (0.5,)) for _ in range(12)]
+        ids = await client.submit_batch(batch)
+        results = (await client.wait_results(ids, timeout=30))[600:]
     # Then every subworker ran its share (a hoarder would have taken most of them)
     per_worker = Counter(r.worker_id for r in results)
     assert len(per_worker) == 3, per_worker
