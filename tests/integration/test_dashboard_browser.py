@@ -113,6 +113,9 @@ async def test_the_dashboard_follows_a_workload_live_and_shows_a_failed_tasks_tr
         text = await traceback.text_content() or ""
         assert "RuntimeError: boom 0" in text
         assert "Traceback (most recent call last)" in text
+        # (a finished task's arguments are not kept: the page says so)
+        arguments = await page.locator("#task-args").text_content() or ""
+        assert arguments.startswith("Not kept"), arguments
 
         screenshot = tmp_path / "dashboard.png"
         await page.screenshot(path=str(screenshot), full_page=True)
