@@ -12,10 +12,12 @@ if ! command -v uv >/dev/null 2>&1; then
 fi
 uv sync --locked --quiet
 
-# System packages the observability tests run for real: Prometheus and Chromium (Debian's).
+# System packages tests run for real: Prometheus and Chromium (Debian's), and nngcat (a
+# client no one here wrote, for the protocol's worked example).
 _missing=()
 command -v prometheus >/dev/null 2>&1 || _missing+=(prometheus)
 command -v chromium >/dev/null 2>&1 || _missing+=(chromium)
+command -v nngcat >/dev/null 2>&1 || _missing+=(nng-utils)
 if ((${#_missing[@]})); then
     if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
         echo "bootstrap: installing ${_missing[*]} with apt-get" >&2

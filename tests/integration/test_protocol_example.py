@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -141,7 +142,10 @@ async def test_the_worked_example_gets_the_reply_the_spec_shows(cluster: Cluster
     assert reply["results"][0]["status"] in ("queued", "assigned", "running", "success")
 
 
-@pytest.mark.skipif(shutil.which("nngcat") is None, reason="nngcat (nng-utils) is not installed")
+@pytest.mark.skipif(
+    shutil.which("nngcat") is None and not os.environ.get("CI"),
+    reason="nngcat (nng-utils) is not installed (scripts/bootstrap.sh installs it; CI fails)",
+)
 async def test_the_worked_examples_nngcat_commands_work_as_written(cluster: Cluster) -> None:
     start_as_documented(cluster)
     await ready(cluster)
