@@ -96,3 +96,21 @@ async def mark(directory: str, index: int, seconds: float) -> int:
     await asyncio.sleep(seconds)
     (Path(directory) / f"{index}.{uuid.uuid4().hex}").touch()
     return index
+
+
+@task
+def stamp(path: str, tag: int, seconds: float) -> int:
+    """Appends "tag start-time" to a file as it starts, then blocks its thread."""
+    with Path(path).open("a") as log:
+        log.write(f"{tag} {time.time()}\n")
+    time.sleep(seconds)
+    return tag
+
+
+@task(max_retries=3, retry_backoff=0.01, retry_on=(ConnectionError,))
+def refused(path: str, succeed_on: int) -> int:
+    """Fails with ConnectionRefusedError, a subclass of the ConnectionError it retries on."""
+    count = _bump(path)
+    if count < succeed_on:
+        raise ConnectionRefusedError(f"refused, attempt {count}")
+    return count

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+from collections import Counter
+from pathlib import Path
 
 from harness import Cluster, wait_until
 
@@ -82,3 +84,38 @@ async def test_sigterm_stops_a_busy_control_plane_promptly(cluster: Cluster) -> 
     plane.signal(signal.SIGTERM)
     assert plane.wait(timeout=10) == 0
     assert time.monotonic() - started < 5.0
+
+
+async def test_tasks_finished_while_the_control_plane_was_frozen_past_its_heartbeats_run_once(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # Given a subworker running four 2 s tasks for a control plane with a 1 s heartbeat timeout
+    plane = cluster.control_plane("--heartbeat-timeout", "1", local_concurrency=0)
+    cluster.subworker(concurrency=4)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    async with cluster.client() as client:
+        await cluster.workers(client, 1)
+        ids = [await client.delay("mark", str(marks), i, 2.0) for i in range(4)]
+        await wait_until(lambda: _all_running(client, ids), what="the four tasks to run")
+        # When the control plane freezes until they have finished (longer than its heartbeat
+        # timeout, so it expels the worker when it wakes: unknown_worker), then wakes
+        plane.signal(signal.SIGSTOP)
+        try:
+
+            async def all_marked() -> bool:
+                return len(list(marks.iterdir())) >= len(ids)
+
+            await wait_until(all_marked, 10, "the four tasks to finish")
+        finally:
+            plane.signal(signal.SIGCONT)
+        results = await client.wait_results(ids, timeout=30)
+    # Then their outcomes were kept, handed over after registering again, and accepted:
+    # each task ran exactly once
+    assert [r.status for r in results] == [TaskStatus.SUCCESS] * 4
+    assert Counter(p.name.split(".")[0] for p in marks.iterdir()) == Counter("0123")
+
+
+async def _all_running(client: Client, ids: list[str]) -> bool:
+    results = [await client.get_task_result(t) for t in ids]
+    return all(r is not None and r.status == TaskStatus.RUNNING for r in results)

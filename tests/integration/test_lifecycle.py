@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness import Cluster
+
 from fastworker import Client, TaskStatus
 
 
@@ -38,6 +40,21 @@ async def test_a_submission_can_turn_retries_off_and_retry_on_filters_by_type(
     assert (first.status, first.attempts) == (TaskStatus.FAILURE, 1)
     assert (second.status, second.attempts) == (TaskStatus.FAILURE, 1)
     assert (tmp_path / "b").read_text() == "1"
+
+
+async def test_retry_on_a_base_class_retries_its_subclasses_on_a_subworker(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # Given a subworker running a task with retry_on=(ConnectionError,), the README's example
+    cluster.control_plane(local_concurrency=0)
+    cluster.subworker(concurrency=1)
+    async with cluster.client() as client:
+        await cluster.workers(client, 1)
+        # When it fails twice with ConnectionRefusedError, a subclass, then succeeds
+        result = await client.submit_task("refused", args=(str(tmp_path / "n"), 3), timeout=20)
+    # Then both failures were retried
+    assert (result.status, result.result, result.attempts) == (TaskStatus.SUCCESS, 3, 3)
+    assert [e.type for e in result.attempt_errors] == ["ConnectionRefusedError"] * 2
 
 
 async def test_a_countdown_task_starts_between_1_and_2_seconds_after_submission(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from harness import Cluster, wait_until
@@ -98,3 +99,56 @@ async def test_many_running_tasks_cancelled_at_once_all_end_cancelled(cluster: C
 
 async def _all_running(client: Client, ids: list[str]) -> bool:
     return all([await _running(client, t) for t in ids])
+
+
+async def test_sync_tasks_waiting_for_a_thread_never_start_after_their_timeout_is_reported(
+    one_slot: Client, tmp_path: Path
+) -> None:
+    # Given eight 3 s sync tasks with a 0.5 s limit on one slot: the threads abandoned by
+    # the first four fill the pool (2 * 1 + 2 threads), so the others wait for a thread
+    client, starts = one_slot, tmp_path / "starts"
+    ids = [
+        await client.apply_async("stamp", (str(starts), i, 3.0), time_limit=0.5) for i in range(8)
+    ]
+    # When every one of them has been reported
+    results = await client.wait_results(ids, timeout=30)
+
+    async def all_started() -> bool:
+        return starts.exists() and len(starts.read_text().splitlines()) == len(ids)
+
+    await wait_until(all_started, 15, "every task to start")
+    # Then each started before its timeout was reported, and ran its 0.5 s before that
+    began = dict(line.split() for line in starts.read_text().splitlines())
+    for i, result in enumerate(results):
+        assert result.error is not None
+        assert result.error.reason == "timeout"
+        assert result.finished_at is not None
+        ran = result.finished_at - float(began[str(i)])
+        assert ran >= 0.45, f"task {i} started {-ran:.2f} s after it was reported"
+
+
+async def test_a_sync_task_cancelled_while_waiting_for_a_thread_never_starts(
+    one_slot: Client, tmp_path: Path
+) -> None:
+    # Given four 3 s sync tasks abandoned by their 0.5 s limit, holding every pool thread
+    client, starts = one_slot, tmp_path / "starts"
+    stuck = [
+        await client.apply_async("stamp", (str(starts), i, 3.0), time_limit=0.5) for i in range(4)
+    ]
+    await client.wait_results(stuck, timeout=15)
+    # And a fifth one handed to the subworker, waiting for a thread
+    waiting = await client.apply_async("stamp", (str(starts), 4, 3.0), time_limit=0.5)
+    await wait_until(lambda: _status(client, waiting, TaskStatus.ASSIGNED), what="its delivery")
+    # When it is cancelled
+    assert await client.cancel_task(waiting) is True
+    # Then it never starts: the first thread to come free skips it and takes the next task
+    follow = await client.delay("stamp", str(starts), 5, 0.0)
+    assert (await client.wait_result(follow, timeout=15)).status == TaskStatus.SUCCESS
+    assert sorted(line.split()[0] for line in starts.read_text().splitlines()) == [
+        "0", "1", "2", "3", "5"
+    ]  # fmt: skip
+
+
+async def _status(client: Client, task_id: str, status: TaskStatus) -> bool:
+    result = await client.get_task_result(task_id)
+    return result is not None and result.status == status

@@ -11,7 +11,15 @@ import pytest
 
 from fastworker import ControlPlaneUnavailable, RequestRejected, Task, TaskRegistry
 from fastworker_protocol import Assign, Assignment, EncodeError, Outcome, TaskError
-from fastworker_subworker.exchange import MAX_OUTSTANDING, STARTED_DELAY, Exchange, Outbox
+from fastworker_subworker.exchange import (
+    MAX_OUTSTANDING,
+    MAX_RETRY_PAUSE,
+    RETRY_PAUSE,
+    STARTED_DELAY,
+    Backoff,
+    Exchange,
+    Outbox,
+)
 from fastworker_subworker.executor import Executor
 from fastworker_subworker.runner import TaskRunner
 
@@ -73,7 +81,9 @@ class Rig:
         executor = Executor(self.registry)
         self.runner = TaskRunner(executor, 2, self.outbox.started, self.outbox.finished)
         self.forgotten, self.registered, self.until = asyncio.Event(), True, asyncio.Event()
-        self.exchange = Exchange(self.outbox, self.runner, 30.0, self.forgotten.set, quiet)
+        self.registrations = 0
+        self.pauses: list[float] = []  # seconds asked for; the pause itself is one loop turn
+        self.exchange = Exchange(self.outbox, self.runner, 30.0, self.forgotten.set, self._pause)
         self.exchange.link = self.link  # type: ignore[assignment]  # a stand-in, duck-typed
         self.running: asyncio.Task[None] | None = None
 
@@ -83,7 +93,14 @@ class Rig:
         return self.running
 
     async def _ready(self) -> bool:
+        if self.forgotten.is_set() and self.registered:  # what the subworker does: register
+            self.forgotten.clear()
+            self.registrations += 1
         return self.registered
+
+    async def _pause(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+        await quiet()
 
 
 @pytest.fixture
@@ -213,23 +230,71 @@ async def test_an_outcome_too_big_alone_goes_out_as_a_result_too_large_error(rig
     assert sent["small"] == ok("small", "fine")
 
 
-@pytest.mark.parametrize(
-    ("error", "tries", "forgotten"),
-    [(RequestRejected("unknown_worker", "-"), 1, True), (ControlPlaneUnavailable("-"), 2, False)],
-    ids=["unknown-worker-asks-to-register-and-drops-it", "unavailable-sends-it-again"],
-)
-async def test_news_of_a_failed_fetch_is_dropped_only_for_an_unknown_worker(
-    rig: Rig, error: Exception, tries: int, forgotten: bool
+async def test_news_of_a_fetch_that_found_no_control_plane_goes_again_after_a_pause(
+    rig: Rig,
 ) -> None:
-    rig.link.replies = [error]
+    rig.link.replies = [ControlPlaneUnavailable("-")]
     rig.outbox.started(["a", "b"])
     rig.outbox.finished([ok("a")])
     rig.start(hold=False)
-    await until(lambda: (len(rig.link.calls), rig.forgotten.is_set()) == (tries, forgotten))
+    await until(lambda: len(rig.link.calls) == 2)
     await quiet(50)
 
-    assert rig.link.calls == [(["a", "b"], [ok("a")])] * tries
-    assert (rig.outbox.pending, rig.forgotten.is_set()) == (0, forgotten)
+    assert rig.link.calls == [(["a", "b"], [ok("a")])] * 2
+    assert (rig.outbox.pending, rig.registrations, rig.pauses) == (0, 0, [RETRY_PAUSE])
+
+
+async def test_outcomes_a_control_plane_rejected_as_unknown_worker_go_again_after_registering(
+    rig: Rig,
+) -> None:
+    # Given a control plane that restarted, or expelled this worker after a freeze
+    rig.link.replies = [RequestRejected("unknown_worker", "-")]
+    rig.outbox.started(["a", "b"])
+    rig.outbox.finished([ok("a")])
+    # When a fetch carrying finished work is rejected with unknown_worker
+    rig.start(hold=False)
+    await until(lambda: len(rig.link.calls) == 2)
+    await quiet(50)
+    # Then the worker registers again and the outcomes go with the next fetch (the starts,
+    # which were about the forgotten registration, do not)
+    assert rig.link.calls == [(["a", "b"], [ok("a")]), ([], [ok("a")])]
+    assert (rig.outbox.pending, rig.registrations, rig.pauses) == (0, 1, [])
+
+
+async def test_outcomes_rejected_again_and_again_go_again_after_ever_longer_pauses(
+    rig: Rig,
+) -> None:
+    # Given a control plane that rejects fetches with `internal` (a journal on a full disk)
+    internal = RequestRejected("internal", "the journal cannot be written")
+    rig.link.replies = [internal] * 4
+    rig.outbox.finished([ok("a")])
+    # When it rejects the same outcomes four times, then takes them
+    rig.start(hold=False)
+    await until(lambda: len(rig.link.calls) == 5)
+    await quiet(50)
+    # Then each pause doubles, and the outcomes are never dropped nor sent twice at once
+    assert rig.pauses == [0.5, 1.0, 2.0, 4.0]
+    assert rig.link.calls == [([], [ok("a")])] * 5
+    assert rig.outbox.pending == 0
+    # And after a fetch goes through, the next rejection pauses briefly again
+    rig.link.replies = [internal]
+    rig.outbox.finished([ok("b")])
+    await until(lambda: len(rig.link.calls) == 7)
+    assert rig.pauses[4:] == [RETRY_PAUSE]
+
+
+def test_the_backoff_doubles_up_to_its_cap_and_starts_over_after_a_success() -> None:
+    backoff = Backoff()
+    delays = [backoff.next() for _ in range(8)]
+    assert delays == [0.5, 1.0, 2.0, 4.0, 8.0, MAX_RETRY_PAUSE, MAX_RETRY_PAUSE, MAX_RETRY_PAUSE]
+    backoff.reset()
+    assert backoff.next() == RETRY_PAUSE
+
+
+async def test_settle_sends_nothing_while_the_worker_must_register_again(rig: Rig) -> None:
+    rig.outbox.finished([ok("a")])
+    await asyncio.wait_for(rig.exchange.settle(5, registered=lambda: False), 5)
+    assert (rig.link.calls, rig.outbox.pending) == ([], 1)
 
 
 async def test_assigned_tasks_run_and_their_outcomes_go_out_on_a_later_fetch(rig: Rig) -> None:

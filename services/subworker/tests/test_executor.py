@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from fastworker import TaskRegistry, task
-from fastworker_protocol import Assignment
+from fastworker_protocol import Assignment, FailureReason
 from fastworker_subworker.executor import Executor
 
 
@@ -208,3 +208,56 @@ async def test_cancelling_run_async_raises_cancelled_error_inside_the_task(
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(running, 5)
     assert saw_cancel
+
+
+def test_retry_on_matches_subclasses_where_the_exception_lives(
+    registry: TaskRegistry, executor: Executor
+) -> None:
+    # Given a task that retries on ConnectionError (the README's example)
+    @task(registry=registry, max_retries=3, retry_on=(ConnectionError,))
+    def connect(kind: str) -> None:
+        raise {"refused": ConnectionRefusedError, "value": ValueError}[kind](kind)
+
+    # When it raises a subclass, or an unrelated exception
+    refused = executor.run_sync(run("connect", "t1", "refused"))
+    other = executor.run_sync(run("connect", "t2", "value"))
+    # Then the outcome says whether retry_on covers it, by isinstance, not by name
+    assert refused.error is not None
+    assert (refused.error.type, refused.retryable) == ("ConnectionRefusedError", True)
+    assert other.retryable is False
+
+
+async def test_an_async_tasks_failure_carries_the_retry_on_verdict_too(
+    registry: TaskRegistry, executor: Executor
+) -> None:
+    @task(registry=registry, retry_on=(OSError,))
+    async def fetch() -> None:
+        raise TimeoutError("slow")  # a subclass of OSError
+
+    outcome = await asyncio.wait_for(executor.run_async(run("fetch")), 5)
+    assert outcome.retryable is True
+
+
+def test_without_retry_on_every_exception_is_retryable_and_an_unknown_task_is_undecided(
+    registry: TaskRegistry, executor: Executor
+) -> None:
+    @task(registry=registry)
+    def fail() -> None:
+        raise KeyError("k")
+
+    assert executor.run_sync(run("fail")).retryable is True
+    unknown = executor.run_sync(run("nobody"))
+    assert unknown.error is not None
+    assert (unknown.error.reason, unknown.retryable) == (FailureReason.EXCEPTION, None)
+
+
+def test_an_unserializable_result_is_never_retryable(
+    registry: TaskRegistry, executor: Executor
+) -> None:
+    @task(registry=registry, retry_on=(TypeError,))
+    def opaque() -> object:
+        return object()
+
+    outcome = executor.run_sync(run("opaque"))
+    assert outcome.error is not None
+    assert (outcome.error.reason, outcome.retryable) == (FailureReason.UNSERIALIZABLE_RESULT, False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,16 +22,30 @@ class Probe:
         self.gate, self.entered = threading.Event(), threading.Event()
         self.waiting, self.changed = asyncio.Event(), asyncio.Event()
         self.cancelled: list[str] = []
+        self.began: list[str] = []  # keys of the `park` calls that started, on their threads
+        self.gates: dict[str, threading.Event] = {}  # `park(key)` waits for gates[key]
+        self.announced: list[str] = []  # ids the runner said had started
         self.registry = TaskRegistry()
         self.registry.add(Task(fn=self.block, name="block"))
         self.registry.add(Task(fn=self.wait, name="wait"))
+        self.registry.add(Task(fn=self.park, name="park"))
+        self.registry.add(Task(fn=time.sleep, name="doze"))
         self.registry.add(Task(fn=lambda x: x, name="echo"))
-        self.runner = TaskRunner(Executor(self.registry), 1, lambda ids: None, self.finished)
+        # One slot, so the pool has 1 * 2 + 2 = 4 threads.
+        self.runner = TaskRunner(Executor(self.registry), 1, self.announced.extend, self.finished)
 
     def block(self) -> str:
         self.entered.set()
         self.gate.wait(10)
         return "unblocked"
+
+    def park(self, key: str) -> str:
+        self.began.append(key)
+        self.gate_of(key).wait(10)
+        return key
+
+    def gate_of(self, key: str) -> threading.Event:
+        return self.gates.setdefault(key, threading.Event())
 
     async def wait(self, key: str) -> None:
         self.waiting.set()
@@ -59,6 +74,8 @@ async def p() -> AsyncIterator[Probe]:
     probe = Probe()
     yield probe
     probe.gate.set()
+    for gate in list(probe.gates.values()):
+        gate.set()
     await asyncio.wait_for(probe.runner.drain(5), 10)
     probe.runner.shutdown()
 
@@ -123,3 +140,67 @@ async def test_a_cancelled_queued_task_never_runs(p: Probe) -> None:
     p.gate.set()
     assert (await p.outcome("first")).result == "unblocked"
     assert p.outcomes["queued"].ok is False
+
+
+async def behind_stragglers(p: Probe, late: Assignment) -> None:
+    """Given the pool's four threads held by ``park`` tasks abandoned by their timeout, and
+    ``late`` (queued behind them) handed to the pool: the one lane does that as soon as the
+    last one's outcome is out."""
+    stuck = [assign(f"stuck{i}", "park", f"stuck{i}", timeout=0.05) for i in range(4)]
+    p.runner.submit([*stuck, late])
+    for assignment in stuck:
+        assert (await p.outcome(assignment.id)).error.reason == "timeout"  # type: ignore[union-attr]
+
+
+async def test_a_sync_task_cancelled_while_waiting_for_a_thread_is_reported_and_never_starts(
+    p: Probe,
+) -> None:
+    # Given a task waiting for a thread, behind four abandoned ones
+    p.gate_of("late").set()  # it would not block, were it started
+    await behind_stragglers(p, assign("late", "park", "late", timeout=0.05))
+    # When it is cancelled
+    p.runner.cancel(["late"])
+    # Then it is reported cancelled at once
+    cancelled = await p.outcome("late")
+    assert cancelled.error is not None
+    assert cancelled.error.reason == "cancelled"
+    # And when one thread frees up, it never starts: that thread takes it from the pool's
+    # queue first, then the next task
+    p.gate_of("stuck0").set()
+    p.runner.submit([assign("after", "echo", 1)])
+    assert (await p.outcome("after")).result == 1
+    assert "late" not in p.began
+    assert "late" not in p.announced
+    assert cancelled.error.message == "the task was cancelled before it started"
+
+
+async def test_a_sync_tasks_timeout_runs_from_its_start_not_while_it_waits_for_a_thread(
+    p: Probe,
+) -> None:
+    # Given three threads held for good and a fourth held for a second after its timeout
+    stuck = [assign(f"stuck{i}", "park", f"stuck{i}", timeout=0.05) for i in range(3)]
+    p.runner.submit([*stuck, assign("busy", "doze", 1.0, timeout=0.05)])
+    assert (await p.outcome("busy")).error.reason == "timeout"  # type: ignore[union-attr]
+    # When a quick task with a 0.2 s timeout waits about a second for that thread
+    p.runner.submit([assign("late", "echo", "ran", timeout=0.2)])
+    # Then it runs to the end: the wait did not count against its timeout
+    late = await p.outcome("late")
+    assert (late.ok, late.result) == (True, "ran")
+    assert p.announced.index("late") > p.announced.index("busy")
+
+
+async def test_a_sync_task_waiting_for_a_thread_at_a_drain_is_handed_back_and_never_starts(
+    p: Probe,
+) -> None:
+    # Given a task without a timeout waiting for a thread
+    p.gate_of("late").set()
+    await behind_stragglers(p, assign("late", "park", "late"))
+    # When the runner drains with no time left
+    unfinished = await p.runner.drain(0)
+    # Then it is handed back, and it never starts once threads free up
+    assert unfinished == ["late"]
+    p.gate_of("stuck0").set()
+    p.runner.submit([assign("after", "echo", 2)])
+    assert (await p.outcome("after")).result == 2
+    assert "late" not in p.began
+    assert "late" not in p.outcomes

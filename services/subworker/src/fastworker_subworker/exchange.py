@@ -10,6 +10,13 @@ lost, and a task costs the control plane one request in and one reply out.
 Right after a fetch brings quick tasks (under ``QUICK`` on average), the subworker waits
 up to ``QUICK`` for their outcomes before asking again, so the outcomes carry the next
 request instead of an empty fetch going first and a second one following with them.
+
+Outcomes are never dropped because a fetch failed. A control plane that answers
+``unknown_worker`` (it restarted, or expelled this worker after a silence longer than its
+heartbeat timeout) may still know those tasks: the subworker registers again and sends
+the outcomes with its next fetch. One that rejects the fetch otherwise (``internal``: say
+its journal cannot be written) is alive but refusing, so the same outcomes go again after
+a pause that doubles with each rejection (``Backoff``).
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from typing import Any
 import structlog
 
 from fastworker import ControlPlaneUnavailable, RequestRejected, Timeout
-from fastworker_protocol import EncodeError, ErrorCode, Outcome, TaskError
+from fastworker_protocol import EncodeError, ErrorCode, FailureReason, Outcome, TaskError
 from fastworker_subworker.link import ControlPlaneLink
 from fastworker_subworker.runner import TaskRunner
 
@@ -30,6 +37,27 @@ log = structlog.get_logger(__name__)
 STARTED_DELAY = 0.005
 MAX_OUTSTANDING = 2
 QUICK = 0.002
+RETRY_PAUSE = 0.5  # after a failed fetch; after rejections, doubled up to MAX_RETRY_PAUSE
+MAX_RETRY_PAUSE = 10.0
+
+Pause = Callable[[float], Awaitable[None]]
+
+
+class Backoff:
+    """Pauses before sending rejected news again: ``RETRY_PAUSE``, doubling with each
+    rejection up to ``MAX_RETRY_PAUSE``, and back to the start once a fetch goes through."""
+
+    def __init__(self, first: float = RETRY_PAUSE, cap: float = MAX_RETRY_PAUSE) -> None:
+        self._first, self._cap = first, cap
+        self._next = first
+
+    def next(self) -> float:
+        delay = self._next
+        self._next = min(self._cap, delay * 2)
+        return delay
+
+    def reset(self) -> None:
+        self._next = self._first
 
 
 class Outbox:
@@ -85,7 +113,7 @@ class Exchange:
         runner: TaskRunner,
         fetch_wait: float,
         on_unknown_worker: Callable[[], None],
-        pause: Callable[[], Awaitable[None]],
+        pause: Pause,
     ) -> None:
         self.outbox = outbox
         self.link: ControlPlaneLink | None = None
@@ -93,6 +121,7 @@ class Exchange:
         self._fetch_wait = fetch_wait
         self._on_unknown_worker = on_unknown_worker
         self._pause = pause
+        self._backoff = Backoff()
         self._outstanding: set[asyncio.Task[None]] = set()
         self._quiet_until = 0.0
 
@@ -115,13 +144,16 @@ class Exchange:
             else:
                 await self._next_change(until)
 
-    async def settle(self, timeout: float) -> None:
-        """Send whatever is left and wait for every outstanding fetch (bounded)."""
+    async def settle(self, timeout: float, registered: Callable[[], bool] = lambda: True) -> None:
+        """Send whatever is left and wait for every outstanding fetch (bounded). Nothing
+        is sent while not ``registered()``: it would only come back ``unknown_worker``."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while (self.outbox.pending or self._outstanding) and loop.time() < deadline:
-            if self.outbox.pending and len(self._outstanding) < MAX_OUTSTANDING:
+            if self.outbox.pending and len(self._outstanding) < MAX_OUTSTANDING and registered():
                 self._send()
+            elif not self._outstanding:
+                return  # news, but nowhere to send it
             await asyncio.wait(
                 self._outstanding,
                 timeout=deadline - loop.time(),
@@ -172,20 +204,14 @@ class Exchange:
                     started = []
                 continue
             except RequestRejected as exc:
-                if exc.code == ErrorCode.UNKNOWN_WORKER:
-                    # The control plane restarted and no longer knows these tasks: their
-                    # outcomes have nowhere to go. Register again and carry on.
-                    self._on_unknown_worker()
-                else:
-                    log.error("fetch rejected", code=exc.code, error=exc.message)
-                    self.outbox.put_back(started, outcomes)
-                    await self._pause()
+                await self._rejected(exc, started, outcomes, received)
                 return
             except (ControlPlaneUnavailable, Timeout):
                 self.outbox.put_back(started, outcomes)
                 self.outbox.received[:0] = received
-                await self._pause()
+                await self._pause(RETRY_PAUSE)
                 return
+            self._backoff.reset()
             if reply.batch:
                 self.outbox.received.append(reply.batch)
             if reply.cancel:
@@ -196,6 +222,24 @@ class Exchange:
                 self._quiet_until = asyncio.get_running_loop().time() + QUICK
             return
 
+    async def _rejected(
+        self, exc: RequestRejected, started: list[str], outcomes: list[Outcome], received: list[int]
+    ) -> None:
+        """Keep what a rejected fetch carried for a later one (all but what is moot)."""
+        if exc.code == ErrorCode.UNKNOWN_WORKER:
+            # Its starts and batch numbers belong to the registration it forgot, but the
+            # outcomes are news: finished tasks it still knows need not run again.
+            log.warning("unknown to the control plane; registering again", outcomes=len(outcomes))
+            self.outbox.put_back([], outcomes)
+            self._on_unknown_worker()
+            return
+        delay = self._backoff.next()
+        log.error("fetch rejected", code=exc.code, error=exc.message, retry_in=delay)
+        # Held here during the pause, so the other fetch does not send them meanwhile.
+        await self._pause(delay)
+        self.outbox.put_back(started, outcomes)
+        self.outbox.received[:0] = received
+
     def close(self) -> None:
         for task in self._outstanding:
             task.cancel()
@@ -205,7 +249,9 @@ def _too_large(outcome: Outcome, exc: EncodeError) -> Outcome:
     return Outcome(
         task_id=outcome.task_id,
         ok=False,
-        error=TaskError(type="ResultTooLarge", message=str(exc), reason="unserializable_result"),
+        error=TaskError(
+            type="ResultTooLarge", message=str(exc), reason=FailureReason.UNSERIALIZABLE_RESULT
+        ),
         started_at=outcome.started_at,
         finished_at=outcome.finished_at,
     )

@@ -2,6 +2,10 @@
 returned or raised. No scheduling here (that is ``runner``), no I/O.
 
 Only names in the registry run; an unknown name is a failure, never an import.
+
+Whether a failure may be retried is decided here, where the exception object still
+exists: ``isinstance`` against the task's ``retry_on`` classes, so subclasses match (the
+control plane only ever sees the exception's class name).
 """
 
 from __future__ import annotations
@@ -12,8 +16,8 @@ from typing import Any
 
 import msgspec
 
-from fastworker import TaskRegistry
-from fastworker_protocol import Assignment, Outcome, TaskError
+from fastworker import Task, TaskRegistry
+from fastworker_protocol import Assignment, FailureReason, Outcome, TaskError
 from fastworker_subworker.instrument import TaskInstrument
 
 
@@ -37,7 +41,7 @@ class Executor:
                 raise _unknown(assignment)
             value = await task.fn(*assignment.args, **assignment.kwargs)
         except Exception as exc:
-            outcome, error = _failure(assignment, started, exc), exc
+            outcome, error = _failure(assignment, started, exc, _retryable(task, exc)), exc
         else:
             outcome = _success(assignment, started, value)
         finally:
@@ -55,7 +59,7 @@ class Executor:
                 raise _unknown(assignment)
             value = task.fn(*assignment.args, **assignment.kwargs)
         except BaseException as exc:  # even SystemExit: on a worker thread it is just a failure
-            outcome, error = _failure(assignment, started, exc), exc
+            outcome, error = _failure(assignment, started, exc, _retryable(task, exc)), exc
         else:
             outcome = _success(assignment, started, value)
         self._instrument.end(scope, outcome, error)
@@ -66,19 +70,31 @@ def _unknown(assignment: Assignment) -> LookupError:
     return LookupError(f"this subworker has no task named {assignment.name!r}")
 
 
+def _retryable(task: Task[..., Any] | None, exc: BaseException) -> bool | None:
+    """Whether ``retry_on`` allows a retry of ``exc`` (``None``: no such task here, so the
+    control plane decides from the names it was registered with)."""
+    if task is None:
+        return None
+    return not task.retry_on or isinstance(exc, task.retry_on)
+
+
 def _success(assignment: Assignment, started: float, value: Any) -> Outcome:
     try:
         portable = msgspec.to_builtins(value, builtin_types=(bytes, bytearray, memoryview))
     except (TypeError, ValueError, OverflowError) as exc:
         unportable = TypeError(f"result of type {type(value).__name__} cannot be sent: {exc}")
-        return _failure(assignment, started, unportable, reason="unserializable_result")
+        return _failure(assignment, started, unportable, False, FailureReason.UNSERIALIZABLE_RESULT)
     return Outcome(
         task_id=assignment.id, ok=True, result=portable, started_at=started, finished_at=time.time()
     )
 
 
 def _failure(
-    assignment: Assignment, started: float, exc: BaseException, reason: str = "exception"
+    assignment: Assignment,
+    started: float,
+    exc: BaseException,
+    retryable: bool | None,
+    reason: FailureReason = FailureReason.EXCEPTION,
 ) -> Outcome:
     error = TaskError(
         type=type(exc).__name__,
@@ -87,5 +103,10 @@ def _failure(
         reason=reason,
     )
     return Outcome(
-        task_id=assignment.id, ok=False, error=error, started_at=started, finished_at=time.time()
+        task_id=assignment.id,
+        ok=False,
+        error=error,
+        started_at=started,
+        finished_at=time.time(),
+        retryable=retryable,
     )

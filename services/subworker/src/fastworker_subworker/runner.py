@@ -15,6 +15,12 @@ never shares a chunk) also gives its slot back at once, the thread pool keeping 
 threads for such stragglers, while one without keeps its slot until it returns. Either
 way the control plane gets an outcome saying ``timeout`` or ``cancelled`` at once.
 
+Stragglers can fill the pool, so a sync task may wait in the pool's queue for a thread.
+That wait is not run time: the control plane hears it started, and its timeout starts,
+only when a thread actually starts it. And a task given up while it waits (cancelled, or
+handed back by a drain) must never start afterwards: each one carries a ``Ticket`` that
+its thread must claim before calling it.
+
 The same measurement gives the prefetch hint the subworker sends the control plane: how
 many tasks beyond ``concurrency`` it wants buffered, about 5 ms of work per slot. That
 covers the round trip in which finished slots are reported and refilled, so short tasks
@@ -33,9 +39,10 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from fastworker_protocol import Assignment, Outcome, TaskError
+from fastworker_protocol import Assignment, FailureReason, Outcome, TaskError
 from fastworker_subworker.executor import Executor
 from fastworker_subworker.stats import RunStats
+from fastworker_subworker.ticket import Ticket
 
 CHUNK_WORK = 0.002  # seconds of sync work handed to a thread at once
 MAX_CHUNK = 64
@@ -63,16 +70,14 @@ class TaskRunner:
         self._on_started = on_started
         self._on_finished = on_finished
         self._slots = asyncio.Semaphore(concurrency)
-        self._threads = ThreadPoolExecutor(
-            concurrency * 2 + 2,
-            thread_name_prefix="fastworker-task",  # room for stragglers
-        )
-        self._stop_requests: dict[str, str] = {}  # task id -> "timeout" | "cancelled"
-        self._stops: dict[str, asyncio.Future[str]] = {}  # sync tasks running alone
+        self._pool_size = concurrency * 2 + 2  # room for stragglers
+        self._threads = ThreadPoolExecutor(self._pool_size, thread_name_prefix="fastworker-task")
+        self._in_pool = 0  # chunks handed to the threads and not back (stragglers included)
+        self._stop_requests: dict[str, FailureReason] = {}  # task id -> timeout | cancelled
+        self._stops: dict[str, asyncio.Future[FailureReason]] = {}  # sync tasks run alone
         self._async: dict[asyncio.Task[None], str] = {}
         self._queued: deque[Assignment] = deque()
-        self._in_threads: dict[str, Assignment] = {}  # by task id
-        self._abandoned: set[str] = set()
+        self._in_threads: dict[str, Ticket] = {}  # by task id, until its lane is done
         self._lanes: set[asyncio.Task[None]] = set()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -106,15 +111,21 @@ class TaskRunner:
 
     async def _run_async(self, assignment: Assignment) -> None:
         loop = asyncio.get_running_loop()
+        entered = False
         try:
             async with self._slots:
+                entered = True
                 self._on_started([assignment.id])
                 timer = None
                 if assignment.timeout is not None:
                     me = asyncio.current_task()
                     assert me is not None
                     timer = loop.call_later(
-                        assignment.timeout, self._stop_async, me, assignment.id, "timeout"
+                        assignment.timeout,
+                        self._stop_async,
+                        me,
+                        assignment.id,
+                        FailureReason.TIMEOUT,
                     )
                 try:
                     outcome = await self._executor.run_async(assignment)
@@ -125,11 +136,11 @@ class TaskRunner:
             reason = self._stop_requests.pop(assignment.id, None)
             if reason is None:
                 raise  # a drain or shutdown: the caller reports it
-            outcome = stopped(assignment, reason)
+            outcome = stopped(assignment, reason, ran=entered)
         self._measure([(assignment, outcome)])
         self._on_finished([outcome])
 
-    def _stop_async(self, task: asyncio.Task[None], task_id: str, reason: str) -> None:
+    def _stop_async(self, task: asyncio.Task[None], task_id: str, reason: FailureReason) -> None:
         self._stop_requests[task_id] = reason
         task.cancel()
 
@@ -138,26 +149,35 @@ class TaskRunner:
         wanted = set(task_ids)
         for task, task_id in list(self._async.items()):
             if task_id in wanted:
-                self._stop_async(task, task_id, "cancelled")
+                self._stop_async(task, task_id, FailureReason.CANCELLED)
         queued = [a for a in self._queued if a.id in wanted]
         for assignment in queued:
             self._queued.remove(assignment)
-        for task_id in wanted & self._in_threads.keys():
-            stop = self._stops.get(task_id)
-            if stop is not None and not stop.done():
-                stop.set_result("cancelled")
-            elif stop is None:  # no timeout: discard its result; the slot frees when it ends
-                self._abandoned.add(task_id)
-                assignment = self._in_threads[task_id]
-                outcome = stopped(assignment, "cancelled")
-                self.stats.record(assignment.name, outcome)
-                self._on_finished([outcome])
-        if queued:
-            outcomes = [stopped(a, "cancelled") for a in queued]
-            for assignment, outcome in zip(queued, outcomes, strict=True):
-                self.stats.record(assignment.name, outcome)
-            self._on_finished(outcomes)
+        stops = [(a, stopped(a, FailureReason.CANCELLED, ran=False)) for a in queued]
+        stops += self._cancel_in_threads(wanted)
+        for assignment, outcome in stops:
+            self.stats.record(assignment.name, outcome)
+        if stops:
+            self._on_finished([outcome for _, outcome in stops])
         self._update_idle()
+
+    def _cancel_in_threads(self, wanted: set[str]) -> list[tuple[Assignment, Outcome]]:
+        """Give up the sync tasks among ``wanted``; one still waiting for a thread now never
+        starts. Those with a timeout are reported by their lane, which gives their slot
+        back at once; the others are reported here (their slot frees when their chunk ends)."""
+        reported = []
+        for task_id in wanted & self._in_threads.keys():
+            ticket = self._in_threads[task_id]
+            if ticket.abandoned:
+                continue  # already stopped, or handed back by a drain
+            never_started = ticket.abandon()
+            stop = self._stops.get(task_id)
+            if stop is not None:
+                stop.set_result(FailureReason.CANCELLED)
+            else:
+                outcome = stopped(ticket.assignment, FailureReason.CANCELLED, ran=not never_started)
+                reported.append((ticket.assignment, outcome))
+        return reported
 
     def _async_done(self, task: asyncio.Task[None]) -> None:
         del self._async[task]
@@ -179,54 +199,104 @@ class TaskRunner:
             async with self._slots:
                 if not self._queued:
                     return
-                chunk = self._take_chunk()
-                ids = [a.id for a in chunk]
-                self._in_threads.update((a.id, a) for a in chunk)
-                self._on_started(ids)
-                context = contextvars.copy_context()
-                running = loop.run_in_executor(self._threads, context.run, self._run_chunk, chunk)
+                tickets = [Ticket(a) for a in self._take_chunk()]
+                self._in_threads.update((t.assignment.id, t) for t in tickets)
+                running, began = self._hand_over(loop, tickets)
                 try:
-                    outcomes = await self._outcomes_of(running, chunk)
+                    outcomes = await self._outcomes_of(running, began, tickets)
                 finally:
-                    for task_id in ids:
-                        del self._in_threads[task_id]
+                    for ticket in tickets:
+                        del self._in_threads[ticket.assignment.id]
                     self._update_idle()
-            by_id = {a.id: a for a in chunk}
+            by_id = {t.assignment.id: t.assignment for t in tickets}
             self._measure((by_id[o.task_id], o) for o in outcomes)
             if outcomes:
                 self._on_finished(outcomes)
 
+    def _hand_over(
+        self, loop: asyncio.AbstractEventLoop, tickets: list[Ticket]
+    ) -> tuple[asyncio.Future[list[Outcome]], asyncio.Future[float]]:
+        """Give a chunk to the threads; returns its outcomes-to-be and when it started. With
+        a thread free it starts now; when stragglers hold them all, it waits in the pool's
+        queue and its thread tells the loop when it starts (one more hop, so only then)."""
+        began: asyncio.Future[float] = loop.create_future()
+        waits = self._in_pool >= self._pool_size
+        if not waits:
+            began.set_result(time.monotonic())
+            self._on_started([t.assignment.id for t in tickets])
+        context = contextvars.copy_context()
+        announce = began if waits else None
+        running = loop.run_in_executor(
+            self._threads, context.run, self._run_chunk, loop, tickets, announce
+        )
+        self._in_pool += 1
+        running.add_done_callback(self._left_pool)
+        return running, began
+
+    def _left_pool(self, _: asyncio.Future[list[Outcome]]) -> None:
+        self._in_pool -= 1
+
     async def _outcomes_of(
-        self, running: asyncio.Future[list[Outcome]], chunk: list[Assignment]
+        self,
+        running: asyncio.Future[list[Outcome]],
+        began: asyncio.Future[float],
+        tickets: list[Ticket],
     ) -> list[Outcome]:
         """The chunk's outcomes. A task with a timeout (always alone in its chunk) may be
         stopped, by the timeout or a cancel, and is then abandoned to its thread while its
         slot is given back; other tasks are simply awaited (the common, cheaper path)."""
-        if len(chunk) > 1 or chunk[0].timeout is None:
-            return self._kept(await running)
-        [assignment] = chunk
-        stop: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self._stops[assignment.id] = stop
+        if len(tickets) > 1 or tickets[0].assignment.timeout is None:
+            return self._kept(await running, tickets)
+        [ticket] = tickets
+        task_id, timeout = ticket.assignment.id, ticket.assignment.timeout
+        stop: asyncio.Future[FailureReason] = asyncio.get_running_loop().create_future()
+        self._stops[task_id] = stop
         try:
-            waited: set[asyncio.Future[Any]] = {running, stop}
-            done, _ = await asyncio.wait(
-                waited, timeout=assignment.timeout, return_when=asyncio.FIRST_COMPLETED
-            )
+            finished = await _finishes_in_time(running, began, stop, timeout)
         finally:
-            del self._stops[assignment.id]
-        if running in done:
-            stop.cancel()
-            return self._kept(running.result())
-        self._abandoned.add(assignment.id)
+            del self._stops[task_id]
+        if stop.done():
+            reason = stop.result()  # cancelled (the ticket is already abandoned)
+        elif ticket.abandoned:
+            return []  # handed back by a drain, which reports it
+        elif finished:
+            return self._kept(running.result(), tickets)
+        else:
+            reason = FailureReason.TIMEOUT
+        ticket.abandon()
         running.add_done_callback(_discard)
-        return [stopped(assignment, stop.result() if stop.done() else "timeout")]
+        return [stopped(ticket.assignment, reason, ran=ticket.started)]
 
-    def _kept(self, outcomes: list[Outcome]) -> list[Outcome]:
-        """Outcomes from a thread, less those of tasks cancelled meanwhile (already told)."""
-        return [o for o in outcomes if o.task_id not in self._abandoned]
+    def _kept(self, outcomes: list[Outcome], tickets: list[Ticket]) -> list[Outcome]:
+        """Outcomes from a thread, less those of tasks given up meanwhile (already told)."""
+        given_up = {t.assignment.id for t in tickets if t.abandoned}
+        return [o for o in outcomes if o.task_id not in given_up] if given_up else outcomes
 
-    def _run_chunk(self, chunk: list[Assignment]) -> list[Outcome]:
-        return [self._executor.run_sync(assignment) for assignment in chunk]
+    def _run_chunk(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        tickets: list[Ticket],
+        announce: asyncio.Future[float] | None,
+    ) -> list[Outcome]:
+        """On a pool thread: run each task whose ticket it can still claim. A chunk that
+        waited for this thread tells the loop when its first task starts (``announce``):
+        its timeout runs from then."""
+        outcomes: list[Outcome] = []
+        for ticket in tickets:
+            if not ticket.start():
+                continue  # given up while it waited for this thread: it must not start now
+            if announce is not None:
+                loop.call_soon_threadsafe(self._chunk_began, tickets, announce, time.monotonic())
+                announce = None
+            outcomes.append(self._executor.run_sync(ticket.assignment))
+        return outcomes
+
+    def _chunk_began(self, tickets: list[Ticket], began: asyncio.Future[float], at: float) -> None:
+        if not began.done():
+            began.set_result(at)
+        ids = [t.assignment.id for t in tickets if not t.abandoned]
+        if ids:
+            self._on_started(ids)
 
     def _take_chunk(self) -> list[Assignment]:
         """The head of the queue, plus the tasks behind it that are known to be quick."""
@@ -267,7 +337,8 @@ class TaskRunner:
             await asyncio.wait_for(self._idle.wait(), timeout)
         unfinished = [a.id for a in self._queued] + sorted(self._in_threads)
         self._queued.clear()
-        self._abandoned.update(self._in_threads)
+        for ticket in self._in_threads.values():
+            ticket.abandon()  # one still waiting for a thread now never starts
         cancelled = dict(self._async)
         for task in cancelled:
             task.cancel()
@@ -286,18 +357,37 @@ def _average(mean: float | None, sample: float) -> float:
     return sample if mean is None else mean + _EWMA_WEIGHT * (sample - mean)
 
 
-def stopped(assignment: Assignment, reason: str) -> Outcome:
-    """The outcome of a task stopped by its timeout or by cancellation."""
-    if reason == "timeout":
+async def _finishes_in_time(
+    running: asyncio.Future[list[Outcome]],
+    began: asyncio.Future[float],
+    stop: asyncio.Future[FailureReason],
+    timeout: float | None,
+) -> bool:
+    """Whether ``running`` ends before ``stop`` and before ``timeout`` seconds from its
+    start on a thread (``began``, a monotonic time): time spent waiting for a thread is
+    not run time, and the clock does not run while it waits."""
+    assert timeout is not None
+    waited: set[asyncio.Future[Any]] = {running, began, stop}
+    done, _ = await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
+    if done == {began}:
+        remaining = max(0.0, began.result() + timeout - time.monotonic())
+        waited = {running, stop}
+        done, _ = await asyncio.wait(waited, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+    return running in done
+
+
+def stopped(assignment: Assignment, reason: FailureReason, *, ran: bool = True) -> Outcome:
+    """The outcome of a task stopped by its timeout or by cancellation (``ran``: it had
+    started on its thread or event loop)."""
+    if reason == FailureReason.TIMEOUT:
         error = TaskError(
             type="Timeout",
-            reason="timeout",
+            reason=reason,
             message=f"the task ran longer than its {assignment.timeout:g} s timeout",
         )
     else:
-        error = TaskError(
-            type="Cancelled", reason="cancelled", message="the task was cancelled while it ran"
-        )
+        when = "while it ran" if ran else "before it started"
+        error = TaskError(type="Cancelled", reason=reason, message=f"the task was cancelled {when}")
     return Outcome(task_id=assignment.id, ok=False, error=error, finished_at=time.time())
 
 

@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from fastworker._histogram import Histogram
-from fastworker_protocol import Outcome
+from fastworker_protocol import FailureReason, Outcome
 
 
 @dataclass
@@ -19,7 +19,10 @@ class RunStats:
     def record(self, name: str, outcome: Outcome) -> None:
         """One attempt ended: ``success``, or its error's reason (``exception``,
         ``timeout``, ``cancelled``, ``interrupted``, ``unserializable_result``)."""
-        kind = "success" if outcome.ok else outcome.error.reason if outcome.error else "exception"
+        if outcome.ok:
+            kind = "success"
+        else:
+            kind = outcome.error.reason if outcome.error else FailureReason.EXCEPTION
         self.outcomes[name, kind] += 1
         if outcome.started_at is not None and outcome.finished_at is not None:
             histogram = self.run_time.get(name)

@@ -30,6 +30,7 @@ from fastworker_protocol import (
     DEFAULT_DISCOVERY_ADDRESS,
     DEFAULT_MAX_MESSAGE_SIZE,
     Codec,
+    FailureReason,
     Outcome,
     TaskError,
     WorkerEvent,
@@ -228,7 +229,7 @@ class Subworker:
         await self._drain(runner, exchange)
         self._advance(WorkerEvent.STOP)
         if self._link.connected:
-            await exchange.settle(_GOODBYE_TIMEOUT)
+            await exchange.settle(_GOODBYE_TIMEOUT, lambda: self.registered)
             with contextlib.suppress(ControlPlaneUnavailable, Timeout, RequestRejected):
                 await self._link.unregister(_GOODBYE_TIMEOUT)
 
@@ -299,7 +300,9 @@ class Subworker:
                 await self._link.drain(_GOODBYE_TIMEOUT)
             # The control plane answers a draining worker's fetches at once, so outstanding
             # ones come back (with any tasks dispatched just before: they run like the others).
-            await exchange.settle(self.config.fetch_wait + _GOODBYE_TIMEOUT)
+            await exchange.settle(
+                self.config.fetch_wait + _GOODBYE_TIMEOUT, lambda: self.registered
+            )
         if runner.held:
             log.info("draining", in_flight=runner.held, timeout=self.config.shutdown_timeout)
         drained = asyncio.Event()
@@ -315,9 +318,14 @@ class Subworker:
             log.warning("task interrupted by shutdown", task_id=task_id)
         self._outbox.finished([_interrupted(task_id) for task_id in unfinished])
 
-    async def _pause(self) -> None:
+    async def _pause(self, delay: float = _RETRY_DELAY) -> None:
+        """Wait ``delay`` seconds before trying again. A stop request cuts a longer wait to
+        ``_RETRY_DELAY``: a drain is neither held up by a long backoff nor left to spin."""
+        loop = asyncio.get_running_loop()
+        floor = loop.time() + min(delay, _RETRY_DELAY)
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._stop_requested.wait(), _RETRY_DELAY)
+            await asyncio.wait_for(self._stop_requested.wait(), delay)
+        await asyncio.sleep(max(0.0, floor - loop.time()))
 
 
 def _interrupted(task_id: str) -> Outcome:
@@ -328,7 +336,7 @@ def _interrupted(task_id: str) -> Outcome:
         requeue=True,
         error=TaskError(
             type="Interrupted",
-            reason="interrupted",
+            reason=FailureReason.INTERRUPTED,
             message="the subworker shut down before the task finished",
         ),
     )
