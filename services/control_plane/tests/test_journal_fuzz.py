@@ -1,6 +1,8 @@
 """Fuzzing the journal reader: whatever bytes the state dir holds (a torn write, a flipped
 bit, another program's file), loading them either replays the intact frames or refuses
-with a ``JournalError`` that says why, and never crashes or replays a damaged frame."""
+with a ``JournalError`` that says why, and never crashes or replays a damaged frame.
+Without salvage what replays is always a prefix (damage before the end is refused); with
+it, the intact frames on both sides of the damage, in order."""
 
 from __future__ import annotations
 
@@ -10,10 +12,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from fastworker_control_plane.core.periodic import PeriodicState
 from fastworker_control_plane.durability import frames
-from fastworker_control_plane.durability.entries import Entry, Tick
 from fastworker_control_plane.durability.journal import FILE_NAME, Journal, JournalError
+from fastworker_control_plane.durability.schema import Entry, StoredPeriodic, Tick
 
 CASES = 3_000
 SEED = 20261202
@@ -23,8 +24,9 @@ def journal_of(batches: int) -> bytes:
     encoder = msgspec.msgpack.Encoder()
     data = frames.MAGIC
     for n in range(batches):
-        entries: list[Entry] = [Tick(PeriodicState(f"p{n}", "every 1 s", n, None, n, 0, None))]
-        data += frames.frame(encoder.encode(entries))
+        periodic = StoredPeriodic(name=f"p{n}", spec="every 1 s", next_run=n, times_run=n)
+        entries: list[Entry] = [Tick(periodic=periodic)]
+        data += frames.frame(encoder.encode(entries), len(data))
     return data
 
 
@@ -46,30 +48,35 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
     return bytes(blob)
 
 
-def test_no_bytes_in_the_state_dir_crash_the_control_plane(tmp_path: Path) -> None:
+@pytest.mark.parametrize("salvage", [False, True])
+def test_no_bytes_in_the_state_dir_crash_the_control_plane(tmp_path: Path, salvage: bool) -> None:
     rng = random.Random(SEED)
     intact = journal_of(8)
-    outcomes = {"replayed": 0, "refused": 0, "torn": 0}
+    outcomes = {"replayed": 0, "refused": 0, "torn": 0, "skipped": 0}
     for case in range(CASES):
         data = mutate(intact, rng)
         (tmp_path / FILE_NAME).write_bytes(data)
         journal = Journal(tmp_path)
         try:
-            recovered, torn = journal.load()
+            replayed = journal.load(salvage=salvage)
         except JournalError:
             outcomes["refused"] += 1
             continue
         finally:
             journal.close_files()
         outcomes["replayed"] += 1
-        outcomes["torn"] += torn > 0
-        # Only whole, intact frames were replayed, in order: a prefix of the original's
-        assert sorted(recovered.periodics, key=lambda n: int(n[1:])) == [
-            f"p{n}" for n in range(len(recovered.periodics))
-        ], (case, data.hex())
-    print(f"{CASES} damaged journals: {outcomes}")
+        outcomes["torn"] += replayed.torn > 0
+        outcomes["skipped"] += bool(replayed.skipped)
+        # Only whole, intact frames were replayed, in order (with nothing skipped: a prefix)
+        numbers = [int(p.times_run) for p in replayed.recovered.periodics.values()]
+        assert numbers == sorted(numbers), (case, data.hex())
+        assert set(numbers) <= set(range(8)), (case, data.hex())
+        if not replayed.skipped:
+            assert numbers == list(range(len(numbers))), (case, data.hex())
+    print(f"{CASES} damaged journals (salvage {salvage}): {outcomes}")
     assert outcomes["replayed"] > 0
     assert outcomes["refused"] > 0
+    assert (outcomes["skipped"] > 0) == salvage
 
 
 THREE = journal_of(3)
@@ -80,7 +87,7 @@ LAST_FRAME = len(THREE) - len(journal_of(2))
 def test_a_last_write_torn_anywhere_replays_what_came_before(tmp_path: Path, cut: int) -> None:
     (tmp_path / FILE_NAME).write_bytes(THREE[:-cut])
     journal = Journal(tmp_path)
-    recovered, torn = journal.load()
+    replayed = journal.load()
     journal.close_files()
-    assert sorted(recovered.periodics) == ["p0", "p1"]
-    assert torn == LAST_FRAME - cut
+    assert sorted(replayed.recovered.periodics) == ["p0", "p1"]
+    assert replayed.torn == LAST_FRAME - cut

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from fastworker_control_plane.core.board import BoardConfig, TaskBoard
-from fastworker_control_plane.durability.entries import Entry, Recorder, Recovered, snapshot
+from fastworker_control_plane.durability.entries import Recorder, Recovered, snapshot
+from fastworker_control_plane.durability.schema import Entry
 from fastworker_protocol import Outcome, Param, TaskError, TaskSignature, TaskSpec, TaskState
 
 NOW = 1000.0
@@ -36,8 +37,8 @@ class Journaled:
         self.recorder = Recorder()
         self.entries: list[Entry] = []
 
-    def record(self, now: float = NOW) -> None:
-        self.entries += self.recorder.entries(self.board.take_changes(), self.board, now)
+    def record(self) -> None:
+        self.entries += self.recorder.entries(self.board.take_changes(), self.board)
 
     def replayed(self, now: float, **config: Any) -> tuple[TaskBoard, int]:
         recovered = Recovered()
@@ -145,7 +146,7 @@ def test_a_periodic_schedule_resumes_where_it_was() -> None:
     j.board.learn_tasks([TICK])
     j.board.learn_schedules([TICK], NOW)
     j.board.release_due(NOW + 60)  # the first tick runs
-    j.record(NOW + 60)
+    j.record()
     board, _ = j.replayed(NOW + 70)
     board.learn_tasks([TICK])
     board.learn_schedules([TICK], NOW + 70)
@@ -157,7 +158,7 @@ def test_a_changed_schedule_starts_afresh() -> None:
     j = Journaled()
     j.board.learn_schedules([TICK], NOW)
     j.board.release_due(NOW + 60)
-    j.record(NOW + 60)
+    j.record()
     board, _ = j.replayed(NOW + 70)
     hourly = TaskSignature(name="tick", repeat_interval=3600.0)
     board.learn_schedules([hourly], NOW + 70)
@@ -191,7 +192,7 @@ def test_queue_order_survives_a_restart_redelivered_and_held_tasks_included() ->
     j.board.remove_worker("w", NOW + 1)
     j.board.register("w2", "w2", 1, [ADD], NOW + 1)
     assert [t.id for t in j.board.dispatch(["w2"])["w2"]] == ["a"]
-    j.record(NOW + 1)
+    j.record()
 
     # When the journal is replayed and one worker takes the queue a task at a time
     board, _ = j.replayed(NOW + 5)
@@ -203,3 +204,22 @@ def test_queue_order_survives_a_restart_redelivered_and_held_tasks_included() ->
 
     # Then it comes out in the order it had
     assert order == ["a", "b", "q0", "q1"]
+
+
+def test_a_task_finished_and_evicted_before_it_is_journaled_is_still_written_final() -> None:
+    # Given a result cache of one, and three journaled tasks that all finish before their
+    # transitions are recorded again
+    j = Journaled(result_max_size=1)
+    j.board.submit([spec("a"), spec("b"), spec("c")], "normal", NOW)
+    j.record()
+    j.board.register("w", "w", 3, [ADD], NOW)
+    j.board.dispatch(["w"])
+    outcomes = [Outcome(task_id=t, ok=True, result=3) for t in ("a", "b", "c")]
+    j.board.report("w", [], outcomes, NOW)
+    assert len(j.board.results) == 1  # "a" and "b" were evicted already
+    # When the transitions are recorded and replayed
+    j.record()
+    board, _ = j.replayed(NOW + 1, result_max_size=1)
+    # Then none of the three comes back to run again
+    assert len(board) == 0
+    assert len(board.queues) == 0

@@ -26,6 +26,7 @@ from fastworker_control_plane.metrics import control_plane_registry
 from fastworker_control_plane.servers import registration, results, submission
 from fastworker_control_plane.servers.discovery import DiscoveryAnnouncer
 from fastworker_control_plane.servers.reply_server import Handler, ReplyServer
+from fastworker_control_plane.supervision import Fault, Supervisor, TaskDied
 from fastworker_control_plane.tracing import DispatchTracer
 from fastworker_protocol import Announce, Codec, Message, Priority
 from fastworker_subworker import Subworker, SubworkerConfig
@@ -68,6 +69,8 @@ class ControlPlane:
         self._local_run: asyncio.Task[None] | None = None
         self._background: list[asyncio.Task[None]] = []
         self._stop = asyncio.Event()
+        # A long-lived task that dies stops the process (see ``supervision``).
+        self._supervisor = Supervisor(self._faulted)
         self._local_address = f"inproc://fastworker-{self.instance_id}"
         self._web: WebServer | None = None
         self._journal: Journal | None = None
@@ -117,23 +120,35 @@ class ControlPlane:
 
     def readiness(self) -> str | None:
         """``None`` while serving; otherwise why not (for ``/readyz``)."""
+        if self._supervisor.fault is not None:
+            return str(self._supervisor.fault)
         if not self.engine.accepting or self._stop.is_set():
             return "stopping"
-        return None if self._serving else "starting"
+        if not self._serving:
+            return "starting"
+        journal = self.engine.journal
+        if journal is not None and journal.problem is not None:
+            return f"journal cannot be written: {journal.problem}"
+        return None
+
+    def _faulted(self, fault: Fault) -> None:
+        self._stop.set()  # ``run`` closes everything, then raises
 
     def _recover(self) -> None:
-        """With a state dir: replay the journal onto the board, compact it, keep writing."""
+        """With a state dir: replay the journal onto the board and keep appending to it
+        (the writer compacts it later: starting needs no free space)."""
         if self.config.state_dir is None:
             return
         journal = Journal(Path(self.config.state_dir))
         self._journal = journal
-        recovered, torn = journal.load()
-        board, now = self.engine.board, self.engine.clock()
-        redelivered = recovered.restore(board, now)
+        replayed = journal.load(salvage=self.config.salvage_journal)
+        board = self.engine.board
+        redelivered = replayed.recovered.restore(board, self.engine.clock())
         try:
-            journal.rewrite(snapshot(board, now))
+            writer = journal.start(lambda: snapshot(board, self.engine.clock()))
         except OSError as exc:
             raise JournalError(f"cannot write the journal in {journal.directory}: {exc}") from exc
+        self._supervisor.watch("the journal writer", writer, journal.fail)
         self.engine.keep_journal(journal)
         log.info(
             "journal replayed",
@@ -141,8 +156,9 @@ class ControlPlane:
             live=len(board),
             results=len(board.results),
             redelivered=redelivered,
-            schedules=len(recovered.periodics),
-            torn_bytes=torn,
+            schedules=len(replayed.recovered.periodics),
+            torn_bytes=replayed.torn,
+            skipped_bytes=sum(gap.size for gap in replayed.skipped),
         )
 
     def _start(self) -> None:
@@ -178,8 +194,9 @@ class ControlPlane:
         self._announcer = DiscoveryAnnouncer(
             bus, self.codec, self.announcement, cfg.announce_interval
         )
-        self._announcer.start()
-        self._background.append(loop.create_task(self._upkeep()))
+        for name, task in self._announcer.start().items():
+            self._supervisor.watch(name, task)
+        self._background.append(self._supervisor.spawn("the upkeep loop", self._upkeep()))
         if local_id is not None:
             self._local = Subworker(
                 SubworkerConfig(
@@ -240,15 +257,20 @@ class ControlPlane:
         self._stop.set()
 
     async def run(self) -> None:
-        """Start, serve until ``request_stop``, then shut down."""
+        """Start, serve until ``request_stop``, then shut down. Raises ``TaskDied`` if a
+        task the control plane cannot run without died (the process must not go on)."""
         await self.start()
         try:
             await self._stop.wait()
         finally:
             await self.close()
+        fault = self._supervisor.fault
+        if fault is not None:
+            raise TaskDied(f"stopped: {fault}") from fault.error
 
     async def close(self) -> None:
         """Drain the embedded subworker, stop taking work, close every socket."""
+        self._supervisor.stop()
         if self._local is not None and self._local_run is not None:
             self._local.request_stop()
             await asyncio.gather(self._local_run, return_exceptions=True)

@@ -24,6 +24,7 @@ from fastworker.options import add_option
 from fastworker_control_plane.app import ControlPlane
 from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_control_plane.durability.journal import JournalError
+from fastworker_control_plane.supervision import TaskDied
 from fastworker_protocol import (
     DEFAULT_BASE_PORT,
     DEFAULT_DISCOVERY_PORT,
@@ -162,6 +163,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     )
     add_option(
         parser,
+        "--salvage-journal",
+        switch=True,
+        help="start even though the journal is damaged before its end: replay every intact "
+        "frame, skip the damage (its tasks are lost) and keep the damaged file aside; "
+        "without it such a journal is refused, untouched",
+    )
+    add_option(
+        parser,
         "--http-port",
         type=int,
         default=_D["http_port"].default,
@@ -210,6 +219,7 @@ def run(args: argparse.Namespace) -> int:
             max_message_size=args.max_message_size,
             http_port=args.http_port,
             state_dir=args.state_dir or None,
+            salvage_journal=args.salvage_journal,
             tls=tls_from(args),
             auth_token=args.auth_token or None,
         )
@@ -219,6 +229,9 @@ def run(args: argparse.Namespace) -> int:
     except (TaskModuleError, ValueError, PortInUse, CommandError, JournalError) as exc:
         print(f"fastworker-control-plane: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except TaskDied as exc:  # logged with its traceback already: one line here
+        print(f"fastworker-control-plane: {exc}", file=sys.stderr)
+        return EXIT_TASK_FAILED
 
 
 def _check(args: argparse.Namespace) -> int:

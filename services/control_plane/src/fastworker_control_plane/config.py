@@ -47,6 +47,8 @@ class ControlPlaneConfig:
     auth_token: str | None = field(default=None, repr=False)
     http_port: int = DEFAULT_HTTP_PORT  # dashboard, API, /metrics, health; 0 turns it off
     state_dir: str | None = None  # the journal's directory; None keeps everything in memory
+    # Replay a journal damaged mid-file (skipping the damage) instead of refusing to start.
+    salvage_journal: bool = False
     tls: TLS | None = None  # with a certificate and key: every TCP socket is tls+tcp://
 
     def __post_init__(self) -> None:

@@ -16,7 +16,7 @@ import structlog
 from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.core.workers import Delivery
-from fastworker_control_plane.durability.entries import Recorder, snapshot
+from fastworker_control_plane.durability.entries import Recorder
 from fastworker_control_plane.durability.journal import Journal, JournalError
 from fastworker_control_plane.events import DEFAULT_BACKLOG, EventBus, Subscription
 from fastworker_control_plane.tracing import DispatchTracer
@@ -73,10 +73,10 @@ class Engine:
         return ids, rejected
 
     def keep_journal(self, journal: Journal) -> None:
-        """Write every transition to ``journal`` from now on (it has been replayed)."""
+        """Write every transition to ``journal`` from now on (it has been replayed and
+        started)."""
         self.journal = journal
         self.board.record_changes = True
-        journal.start(lambda: snapshot(self.board, self.clock()))
 
     def persisted(self) -> asyncio.Future[None]:
         """Resolves once every transition so far is in the journal (at once without one):
@@ -281,7 +281,7 @@ class Engine:
         if self.board.changes:
             changes = self.board.take_changes()
             if self.journal is not None:
-                self.journal.append(self._recorder.entries(changes, self.board, self.clock()))
+                self.journal.append(self._recorder.entries(changes, self.board))
             if self.events.has_subscribers:
                 self.events.publish(changes, self.clock())
         self.board.record_changes = self.events.has_subscribers or self.journal is not None

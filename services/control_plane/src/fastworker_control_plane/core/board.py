@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain, islice
 
 import msgspec
@@ -85,13 +85,16 @@ _PERIODIC = "periodic:"  # scheduler-heap keys of periodic ticks (task ids are t
 
 @dataclass(frozen=True, slots=True)
 class Change:
-    """One transition: the task's new state, for the event bus."""
+    """One transition: the task's new state, for the event bus and the journal."""
 
     state: TaskState
     task_id: str
     name: str
     worker_id: str | None
     attempts: int
+    # The task itself (a reference, not a copy): the journal writes it from here, since a
+    # final one may have left the result cache before the change is journaled.
+    record: TaskRecord | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -247,7 +250,7 @@ class TaskBoard:
         state = record.apply(event)
         if self.record_changes:
             self.changes.append(
-                Change(state, record.id, record.name, record.worker_id, record.attempts)
+                Change(state, record.id, record.name, record.worker_id, record.attempts, record)
             )
 
     def take_changes(self) -> list[Change]:

@@ -44,7 +44,7 @@ class Recorder:
 
     def entries(self, changes: Iterable[Change], board: TaskBoard) -> list[Entry]:
         entries: list[Entry] = []
-        written: set[str] = set()  # one Put or Done per task: each is the record as it is now
+        done: set[str] = set()  # a task failed and retried within the batch: one Done
         for change in changes:
             if change.state in _STEPS:
                 entries.append(
@@ -58,12 +58,12 @@ class Recorder:
             record = change.record
             if record is None or change.state in _STEPS:
                 continue
-            if record.state.is_final != change.state.is_final:
-                continue  # a later change of this batch writes it (or a retry queues it again)
-            if (record.id, record.state.is_final) not in written:
-                written.add((record.id, record.state.is_final))
-                task = stored_task(record)
-                entries.append(Done(task=task) if record.state.is_final else Put(task=task))
+            if not change.state.is_final:
+                if not record.state.is_final:  # else its Done comes later in this batch
+                    entries.append(Put(task=stored_task(record)))
+            elif record.state.is_final and record.id not in done:  # not retrying
+                done.add(record.id)
+                entries.append(Done(task=stored_task(record)))
         for periodic in board.periodics.values():
             state = periodic.state()
             if self._periodics.get(periodic.name) != state:

@@ -1,4 +1,5 @@
-"""The journal file: entries appended in group commits, replayed and compacted on start.
+"""The journal file: entries appended in group commits, replayed on start, compacted by
+the writer.
 
 ``append`` only encodes and queues; one writer task writes everything queued since its
 last write in one ``write`` + ``fdatasync`` (in a thread, so the event loop keeps taking
@@ -6,14 +7,21 @@ requests meanwhile). ``flushed`` is a future for "everything appended so far is 
 the control plane answers a submission only once it resolves. Under load each fsync
 carries thousands of tasks, which is what keeps throughput near the in-memory one.
 
-Compaction rewrites the file as a snapshot (tmp file, fsync, rename, fsync of the
-directory), at start and whenever the file has grown past its bound.
+Start needs no free space: the journal is replayed and appended to where its intact part
+ends (a torn last write is cut off in place). Compaction, which rewrites the file as a
+snapshot and so needs room for a second copy, is the writer's job: soon after start and
+whenever the file has grown past its bound, and again later if the disk was full.
+
+A write that fails (a full disk) fails the acknowledgements waiting on it, keeps its data
+for the next commit, and is retried every ``RETRY_INTERVAL`` on its own; ``problem`` says
+why until a commit succeeds. If the writer itself dies, ``fail`` makes every wait, now
+and later, raise ``JournalError`` instead of hanging.
 """
 
 from __future__ import annotations
 
 import asyncio
-import fcntl
+import contextlib
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,19 +29,19 @@ from pathlib import Path
 import msgspec
 import structlog
 
-from fastworker_control_plane.durability import frames
-from fastworker_control_plane.durability.entries import Entry, Recovered
+from fastworker_control_plane.durability import encoding, files, frames
+from fastworker_control_plane.durability.errors import JournalError
+from fastworker_control_plane.durability.replay import Replayed, replay
+from fastworker_control_plane.durability.schema import Entry
+
+__all__ = ["Journal", "JournalError"]
 
 log = structlog.get_logger(__name__)
 
 FILE_NAME = "journal"
 LOCK_NAME = "lock"
 COMPACT_BYTES = 64 * 1024 * 1024  # grown past this (and twice the last snapshot): compact
-
-
-class JournalError(Exception):
-    """The journal cannot be used: another process holds it, or it cannot be read or
-    written (the message says which, and what to do)."""
+RETRY_INTERVAL = 1.0  # seconds between retries of a failed write, with nothing new to add
 
 
 class Journal:
@@ -43,131 +51,164 @@ class Journal:
         self.compact_bytes = compact_bytes
         self.size = 0
         self.commits = 0  # writes (fsyncs) since opened
+        self.problem: str | None = None  # why the last commit failed, until one succeeds
         self._lock_fd: int | None = None
         self._fd: int | None = None
         self._encoder = msgspec.msgpack.Encoder()
-        self._pending: list[bytes] = []
+        self._pending: list[bytes] = []  # payloads, framed when written (frames know offsets)
         self._waiters: list[asyncio.Future[None]] = []
         self._wake = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         self._broken: BaseException | None = None
         self._snapshot: Callable[[], Sequence[Entry]] | None = None
         self._snapshot_size = 0
+        self._compact_soon = False
+        self._replayed = Replayed()
         self._closing = False
 
     # --- start ------------------------------------------------------------------------
 
-    def load(self) -> tuple[Recovered, int]:
-        """Lock the directory and replay the journal; returns the state and the bytes of
-        torn tail dropped. Raises ``JournalError`` if it cannot."""
+    def load(self, *, salvage: bool = False) -> Replayed:
+        """Lock the directory and replay the journal, changing nothing on disk. Raises
+        ``JournalError`` if it cannot, or if it is damaged and ``salvage`` is off."""
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            self._lock_fd = os.open(self.directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self._lock_fd = files.lock(self.directory, LOCK_NAME)
         except BlockingIOError:
-            self.close_files()
             raise JournalError(
                 f"{self.directory} is in use by another control plane (each needs its own "
                 "--state-dir)"
             ) from None
         except OSError as exc:
-            self.close_files()
             raise JournalError(f"cannot use {self.directory} as the state dir: {exc}") from exc
         try:
-            reading = frames.read(self.path.read_bytes() if self.path.exists() else b"")
-        except (OSError, frames.NotAJournal) as exc:
+            data = self.path.read_bytes() if self.path.exists() else b""
+            self._replayed = replay(self.path, data, salvage=salvage)
+        except OSError as exc:
             self.close_files()
             raise JournalError(f"cannot read the journal {self.path}: {exc}") from exc
-        recovered = Recovered()
-        decoder = msgspec.msgpack.Decoder(list[Entry])
-        for index, payload in enumerate(reading.payloads):
-            try:
-                entries = decoder.decode(payload)
-            except msgspec.DecodeError as exc:
-                self.close_files()
-                raise JournalError(
-                    f"the journal {self.path} has an intact frame ({index}) this version "
-                    f"cannot read ({exc}): was it written by a newer FastWorker?"
-                ) from exc
-            for entry in entries:
-                recovered.apply(entry)
-        if reading.torn:
+        except JournalError:
+            self.close_files()
+            raise
+        if self._replayed.torn:
             log.warning(
-                "journal: dropped a torn last write", path=str(self.path), bytes=reading.torn
+                "journal: dropped a torn last write", path=str(self.path), bytes=self._replayed.torn
             )
-        return recovered, reading.torn
+        return self._replayed
+
+    def start(self, snapshot: Callable[[], Sequence[Entry]]) -> asyncio.Task[None]:
+        """Open the replayed journal for appending and start the writer (its task is
+        returned, to be supervised); ``snapshot`` gives the whole state to compact to.
+        Raises ``OSError`` if the file cannot be opened."""
+        self._snapshot = snapshot
+        files.remove(files.temporary(self.path))  # a compaction cut short: free its space
+        if self._replayed.skipped:
+            aside = files.set_aside(self.path)
+            log.warning("journal: the damaged journal is kept aside", path=str(aside))
+            self.rewrite(snapshot())  # the damage must not stay in the file appended to
+        else:
+            self._resume()
+        self._writer = asyncio.get_running_loop().create_task(self._write_loop())
+        return self._writer
+
+    def _resume(self) -> None:
+        """Append after the intact part: a torn tail is cut in place, needing no space."""
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._fd = fd
+        good = self._replayed.good
+        if good < len(frames.MAGIC):  # a new journal, or one whose header was torn
+            os.ftruncate(fd, 0)
+            files.write_all(fd, frames.MAGIC)
+            os.fsync(fd)
+            good = len(frames.MAGIC)
+        elif self._replayed.torn:
+            os.ftruncate(fd, good)
+            os.fsync(fd)
+        self.size = good
+        self._compact_soon = self._replayed.frames > 0
 
     def rewrite(self, entries: Sequence[Entry]) -> None:
         """Replace the journal with ``entries`` atomically, and append after them."""
-        data = frames.MAGIC + (
-            frames.frame(self._encoder.encode(list(entries))) if entries else b""
-        )
-        tmp = self.path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            _write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        dir_fd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        data = encoding.snapshot_file(entries)
+        files.replace(self.path, data)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
         if self._fd is not None:
             os.close(self._fd)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        self._fd = fd
         self.size = self._snapshot_size = len(data)
-
-    def start(self, snapshot: Callable[[], Sequence[Entry]]) -> None:
-        """Begin writing; ``snapshot`` gives the whole state when it is time to compact."""
-        self._snapshot = snapshot
-        self._writer = asyncio.get_running_loop().create_task(self._write_loop())
+        files.sync_directory(self.directory)
 
     # --- appending ---------------------------------------------------------------------
 
     def append(self, entries: list[Entry]) -> None:
+        """Queue ``entries`` for the next commit; never raises (an entry that cannot be
+        encoded is logged and left out, alone)."""
         if entries and self._broken is None:
-            self._pending.append(frames.frame(self._encoder.encode(entries)))
-            self._wake.set()
+            payload = encoding.encoded(self._encoder, entries)
+            if payload is not None:
+                self._pending.append(payload)
+                self._wake.set()
 
     def flushed(self) -> asyncio.Future[None]:
         """Resolves once everything appended so far is on disk (or raises
         ``JournalError`` if it could not be written)."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if self._broken is not None:
-            future.set_exception(JournalError(f"the journal cannot be written: {self._broken}"))
+            future.set_exception(JournalError(f"the journal cannot be written: {self.problem}"))
             return future
         self._waiters.append(future)
         self._wake.set()
         return future
 
+    def fail(self, error: BaseException) -> None:
+        """The writer has died: fail every wait, now and from now on (nothing would ever
+        resolve them otherwise)."""
+        if self._broken is None:
+            self._broken = error
+            self.problem = f"the journal writer stopped ({type(error).__name__}: {error})"
+        self._fail_waiters()
+
+    def _fail_waiters(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_exception(JournalError(f"the journal cannot be written: {self.problem}"))
+
     async def _write_loop(self) -> None:
         while True:
-            await self._wake.wait()
-            self._wake.clear()
+            if self._compact_soon or self.size > max(self.compact_bytes, 2 * self._snapshot_size):
+                await self._compact()
+            await self._next_wake()
             while (self._pending or self._waiters) and await self._commit():
                 pass
             if self._closing:
                 return
-            if self.size > max(self.compact_bytes, 2 * self._snapshot_size):
-                await self._compact()
+
+    async def _next_wake(self) -> None:
+        """Wait for work; while a failed write's data waits, retry it now and then."""
+        if self.problem is not None and self._pending and not self._closing:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), RETRY_INTERVAL)
+        else:
+            await self._wake.wait()
+        self._wake.clear()
 
     async def _commit(self) -> bool:
         """Write what is pending and tell its waiters; ``False`` if the write failed (the
         data stays pending, ahead of anything newer, for the next commit to retry)."""
-        data, waiters = b"".join(self._pending), self._waiters
-        self._pending, self._waiters = [], []
+        payloads, self._pending = self._pending, []
+        told = len(self._waiters)  # later ones wait for data appended after this commit
         error: BaseException | None = self._broken
-        if data and error is None:
+        if payloads and error is None:
             try:
-                await asyncio.to_thread(self._write, data)
+                await asyncio.to_thread(self._write, payloads)
                 self.commits += 1
+                self.problem = None
             except OSError as exc:
                 error = exc
-                self._pending.insert(0, data)
+                self._pending[:0] = payloads
+                self.problem = str(exc)
                 log.error("journal write failed", path=str(self.path), error=str(exc))
+        waiters, self._waiters = self._waiters[:told], self._waiters[told:]
         for waiter in waiters:
             if waiter.done():
                 continue
@@ -177,10 +218,13 @@ class Journal:
                 waiter.set_exception(JournalError(f"the journal cannot be written: {error}"))
         return error is None
 
-    def _write(self, data: bytes) -> None:
-        assert self._fd is not None, "rewrite() opens the file"
+    def _write(self, payloads: list[bytes]) -> None:
+        assert self._fd is not None, "start() opens the file"
+        data = bytearray()
+        for payload in payloads:
+            data += frames.frame(payload, self.size + len(data))
         try:
-            _write_all(self._fd, data)
+            files.write_all(self._fd, bytes(data))
             os.fdatasync(self._fd)
         except OSError:
             try:  # cut the partial frame, so later frames are not lost behind it on replay
@@ -192,13 +236,18 @@ class Journal:
 
     async def _compact(self) -> None:
         assert self._snapshot is not None
+        self._compact_soon = False
         entries = self._snapshot()  # taken between commits: nothing appended is missing
         before = self.size
         try:
             await asyncio.to_thread(self.rewrite, entries)
         except OSError as exc:
-            log.error("journal compaction failed", path=str(self.path), error=str(exc))
-            self._snapshot_size = self.size  # retry once it has doubled again
+            log.error(
+                "journal compaction failed; appending goes on and it is tried again later",
+                path=str(self.path),
+                error=str(exc),
+            )
+            self._snapshot_size = self.size  # again once it has doubled
             return
         log.info("journal compacted", path=str(self.path), before=before, after=self.size)
 
@@ -211,6 +260,10 @@ class Journal:
             self._wake.set()
             await asyncio.gather(self._writer, return_exceptions=True)
             self._writer = None
+        if self._broken is None:  # a request answered late must not wait for ever
+            self._broken = JournalError("closed")
+            self.problem = "the journal is closed"
+        self._fail_waiters()
         self.close_files()
 
     def close_files(self) -> None:
@@ -218,9 +271,3 @@ class Journal:
             if fd is not None:
                 os.close(fd)
         self._fd = self._lock_fd = None
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]

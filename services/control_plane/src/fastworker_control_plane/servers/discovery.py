@@ -37,10 +37,13 @@ class DiscoveryAnnouncer:
         self._listening: asyncio.Task[None] | None = None
         self.dropped = 0
 
-    def start(self) -> None:
+    def start(self) -> dict[str, asyncio.Task[None]]:
+        """Start announcing and listening; returns the two tasks by name, to supervise
+        (each must run until ``close``)."""
         loop = asyncio.get_running_loop()
         self._announcing = loop.create_task(self._announce_loop())
         self._listening = loop.create_task(self._listen())
+        return {"discovery announcements": self._announcing, "discovery probes": self._listening}
 
     async def close(self) -> None:
         self._socket.close()  # ends the listener's receive: no NNG operation is cancelled

@@ -1,0 +1,196 @@
+"""The journal's on-disk schema (format 2, see ``frames.VERSION``): what an entry holds.
+
+These structs are the file format, kept apart from the in-memory ``TaskRecord`` so that
+changing how the control plane holds a task never silently changes what old journals
+mean. They are encoded as msgpack maps with field names, so a field can be added without
+a new format version: older code ignores it, newer code reads its default when it is
+missing. Therefore never rename a field, change its type or change a default (defaults
+are not written); add a new field instead, and bump ``frames.VERSION`` for anything else.
+State and priority are written as the protocol's stable lowercase names.
+
+``stored_task`` and ``task_record`` convert, field by field, between the two.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from fastworker_control_plane.core.periodic import PeriodicState
+from fastworker_control_plane.core.records import TaskRecord
+from fastworker_protocol import Priority, TaskError, TaskState
+
+
+class StoredError(msgspec.Struct, kw_only=True, omit_defaults=True):
+    type: str
+    message: str
+    traceback: str = ""
+    reason: str = "exception"
+
+
+class StoredTask(msgspec.Struct, kw_only=True, omit_defaults=True):
+    id: str
+    name: str
+    priority: Priority
+    state: TaskState
+    args: list[Any] = msgspec.field(default_factory=list)
+    kwargs: dict[str, Any] = msgspec.field(default_factory=dict)
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+    submitted_at: float = 0.0
+    queued_at: float = 0.0
+    seq: int = 0  # its place in its queue, lower first
+    size: int = 0
+    attempts: int = 0
+    worker_id: str | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    result: Any = None
+    error: StoredError | None = None
+    eta: float | None = None
+    max_retries: int | None = None
+    timeout: float | None = None
+    retries: int = 0
+    lost: int = 0
+    returned: int = 0
+    attempt_errors: list[StoredError] = msgspec.field(default_factory=list)
+    idempotency_key: str | None = None
+    arguments_kept: bool = True  # False: a final task's args and kwargs were let go
+
+
+class StoredPeriodic(msgspec.Struct, kw_only=True, omit_defaults=True):
+    name: str
+    spec: str
+    next_run: float
+    last_run: float | None = None
+    times_run: int = 0
+    skipped: int = 0
+    current: str | None = None
+
+
+class Put(msgspec.Struct, tag="put", kw_only=True):
+    """A task written whole: accepted, queued again, or waiting for a time."""
+
+    task: StoredTask
+
+
+class Step(msgspec.Struct, tag="step", kw_only=True, omit_defaults=True):
+    """A task handed to a subworker (``assigned``) or started there (``running``)."""
+
+    task_id: str
+    state: TaskState
+    attempts: int = 0
+    worker_id: str | None = None
+
+
+class Done(msgspec.Struct, tag="done", kw_only=True):
+    """A task written whole once final, with its result."""
+
+    task: StoredTask
+
+
+class Tick(msgspec.Struct, tag="tick", kw_only=True):
+    """A periodic schedule's progress."""
+
+    periodic: StoredPeriodic
+
+
+Entry = Put | Step | Done | Tick
+
+
+def stored_task(record: TaskRecord) -> StoredTask:
+    return StoredTask(
+        id=record.id,
+        name=record.name,
+        priority=record.priority,
+        state=record.state,
+        args=record.args,
+        kwargs=record.kwargs,
+        headers=record.headers,
+        submitted_at=record.submitted_at,
+        queued_at=record.queued_at,
+        seq=record.seq,
+        size=record.size,
+        attempts=record.attempts,
+        worker_id=record.worker_id,
+        started_at=record.started_at,
+        finished_at=record.finished_at,
+        result=record.result,
+        error=None if record.error is None else stored_error(record.error),
+        eta=record.eta,
+        max_retries=record.max_retries,
+        timeout=record.timeout,
+        retries=record.retries,
+        lost=record.lost,
+        returned=record.returned,
+        attempt_errors=[stored_error(e) for e in record.attempt_errors],
+        idempotency_key=record.idempotency_key,
+        arguments_kept=record.arguments_kept,
+    )
+
+
+def task_record(task: StoredTask) -> TaskRecord:
+    return TaskRecord(
+        id=task.id,
+        name=task.name,
+        priority=task.priority,
+        state=task.state,
+        args=task.args,
+        kwargs=task.kwargs,
+        headers=task.headers,
+        submitted_at=task.submitted_at,
+        queued_at=task.queued_at,
+        seq=task.seq,
+        size=task.size,
+        attempts=task.attempts,
+        worker_id=task.worker_id,
+        started_at=task.started_at,
+        finished_at=task.finished_at,
+        result=task.result,
+        error=None if task.error is None else task_error(task.error),
+        eta=task.eta,
+        max_retries=task.max_retries,
+        timeout=task.timeout,
+        retries=task.retries,
+        lost=task.lost,
+        returned=task.returned,
+        attempt_errors=[task_error(e) for e in task.attempt_errors],
+        idempotency_key=task.idempotency_key,
+        arguments_kept=task.arguments_kept,
+    )
+
+
+def stored_error(error: TaskError) -> StoredError:
+    return StoredError(
+        type=error.type, message=error.message, traceback=error.traceback, reason=error.reason
+    )
+
+
+def task_error(error: StoredError) -> TaskError:
+    return TaskError(
+        type=error.type, message=error.message, traceback=error.traceback, reason=error.reason
+    )
+
+
+def stored_periodic(state: PeriodicState) -> StoredPeriodic:
+    return StoredPeriodic(
+        name=state.name,
+        spec=state.spec,
+        next_run=state.next_run,
+        last_run=state.last_run,
+        times_run=state.times_run,
+        skipped=state.skipped,
+        current=state.current,
+    )
+
+
+def periodic_state(periodic: StoredPeriodic) -> PeriodicState:
+    return PeriodicState(
+        name=periodic.name,
+        spec=periodic.spec,
+        next_run=periodic.next_run,
+        last_run=periodic.last_run,
+        times_run=periodic.times_run,
+        skipped=periodic.skipped,
+        current=periodic.current,
+    )
