@@ -131,11 +131,13 @@ def task(
     """Register a function (sync or async) as a task, by default under its ``__name__``.
 
     ``priority`` is the default priority clients use when they submit by this object.
-    A failure is retried up to ``max_retries`` times (only for the exception types in
-    ``retry_on``, matched by class name, when it is given), waiting a random time up to
+    A failure is retried up to ``max_retries`` times (only for exceptions that are
+    instances of a type in ``retry_on``, subclasses included, when it is given; the
+    subworker checks that where the exception is raised), waiting a random time up to
     ``min(retry_backoff_max, retry_backoff * 2 ** (retry - 1))`` seconds before each retry.
     An attempt running longer than ``timeout`` seconds is stopped and fails with reason
-    ``timeout`` (an async task is cancelled; a sync one is abandoned on its thread).
+    ``timeout`` (an async task is cancelled; a sync one is abandoned on its thread); the
+    time counts from its start, not from its wait for a free thread.
     ``repeat_interval`` (seconds) or ``cron`` (an expression, in ``cron_tz``) makes it a
     periodic task, run without arguments by the control plane's scheduler, once per tick.
     """
