@@ -76,13 +76,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, str, argparse.ArgumentParser]]:
-    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    """A parser's subcommands (none for a parser without them)."""
+    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not actions:
+        return []
+    action = actions[0]
     helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
     return [(name, helps.get(name, ""), sub) for name, sub in action.choices.items()]
 
 
 def _options(sub: argparse.ArgumentParser) -> list[argparse.Action]:
     return [a for a in sub._actions if a.option_strings and not isinstance(a, argparse._HelpAction)]
+
+
+def _positionals(sub: argparse.ArgumentParser) -> list[argparse.Action]:
+    return [
+        a
+        for a in sub._actions
+        if not a.option_strings and not isinstance(a, argparse._SubParsersAction)
+    ]
 
 
 def _metavar(action: argparse.Action) -> str:
@@ -127,7 +139,34 @@ def _cell(text: str) -> str:
 
 def _synopsis(prog: str, sub: argparse.ArgumentParser) -> str:
     required = [f"{a.option_strings[0]} {_metavar(a)}" for a in _options(sub) if a.required]
-    return " ".join([prog, *required, "[options]"])
+    positional = [_metavar(a) for a in _positionals(sub)]
+    return " ".join([prog, *required, *positional, *(["[options]"] if _options(sub) else [])])
+
+
+def _section(name: str, help_: str, sub: argparse.ArgumentParser, level: int = 2) -> list[str]:
+    """A command's heading, synopsis and tables; a command with subcommands of its own
+    (``journal dump``) gets a section per subcommand, one level down."""
+    lines = ["", f"{'#' * level} {name}", "", f"{help_[:1].upper()}{help_[1:]}.", ""]
+    nested = _subcommands(sub)
+    if nested:
+        for inner, inner_help, inner_sub in nested:
+            lines += _section(f"{name} {inner}", inner_help, inner_sub, level + 1)[1:]
+            lines.append("")
+        return lines[:-1]
+    lines += ["```text", _synopsis(sub.prog, sub), "```"]
+    if _positionals(sub):
+        lines += ["", "| argument | description |", "|---|---|"]
+        for action in _positionals(sub):
+            help_text = _cell(" ".join((action.help or "").split()))
+            lines.append(f"| `{_metavar(action)}` | {help_text} |")
+    if _options(sub):
+        lines += ["", "| option (and variable) | default | description |", "|---|---|---|"]
+        for action in _options(sub):
+            help_text, env = _help_and_env(action)
+            option = f"{_invocation(action)}<br>{env}" if env else _invocation(action)
+            row = [option, _default(action), help_text]
+            lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
+    return lines
 
 
 def render_parser(parser: argparse.ArgumentParser) -> str:
@@ -137,14 +176,7 @@ def render_parser(parser: argparse.ArgumentParser) -> str:
     lines += ["| command | what it does |", "|---|---|"]
     lines += [f"| [`{parser.prog} {name}`](#{name}) | {help_} |" for name, help_, _ in commands]
     for name, help_, sub in commands:
-        lines += ["", f"## {name}", "", f"{help_[:1].upper()}{help_[1:]}.", ""]
-        lines += ["```text", _synopsis(sub.prog, sub), "```", ""]
-        lines += ["| option (and variable) | default | description |", "|---|---|---|"]
-        for action in _options(sub):
-            help_text, env = _help_and_env(action)
-            option = f"{_invocation(action)}<br>{env}" if env else _invocation(action)
-            row = [option, _default(action), help_text]
-            lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
+        lines += _section(name, help_, sub)
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
