@@ -27,6 +27,27 @@ def lock(directory: Path, name: str) -> int:
     return fd
 
 
+def append_after(path: Path, keep: int, header: bytes) -> tuple[int, int]:
+    """Open ``path`` to append after its first ``keep`` bytes (what follows is cut off in
+    place, which needs no free space); a file without a whole ``header`` starts afresh
+    with one. Returns the descriptor and the size appending starts at."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        if keep < len(header):
+            os.ftruncate(fd, 0)
+            write_all(fd, header)
+            os.fsync(fd)
+            sync_directory(path.parent)  # the new file itself must survive a crash
+            return fd, len(header)
+        if os.fstat(fd).st_size != keep:
+            os.ftruncate(fd, keep)
+            os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, keep
+
+
 def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:

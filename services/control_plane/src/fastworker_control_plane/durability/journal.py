@@ -1,7 +1,5 @@
 """The journal file: entries appended in group commits, replayed on start, compacted by
-the writer.
-
-``append`` only encodes and queues; one writer task writes everything queued since its
+the writer. ``append`` only encodes and queues; one writer task writes everything queued since its
 last write in one ``write`` + ``fdatasync`` (in a thread, so the event loop keeps taking
 requests meanwhile). ``flushed`` is a future for "everything appended so far is on disk":
 the control plane answers a submission only once it resolves. Under load each fsync
@@ -112,18 +110,7 @@ class Journal:
 
     def _resume(self) -> None:
         """Append after the intact part: a torn tail is cut in place, needing no space."""
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        self._fd = fd
-        good = self._replayed.good
-        if good < len(frames.MAGIC):  # a new journal, or one whose header was torn
-            os.ftruncate(fd, 0)
-            files.write_all(fd, frames.MAGIC)
-            os.fsync(fd)
-            good = len(frames.MAGIC)
-        elif self._replayed.torn:
-            os.ftruncate(fd, good)
-            os.fsync(fd)
-        self.size = good
+        self._fd, self.size = files.append_after(self.path, self._replayed.good, frames.MAGIC)
         self._compact_soon = self._replayed.frames > 0
 
     def rewrite(self, entries: Sequence[Entry]) -> None:
