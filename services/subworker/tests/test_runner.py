@@ -168,8 +168,9 @@ async def test_prefetch_is_wanted_after_trivial_tasks_and_not_after_a_slow_one(h
 
 async def test_queued_trivial_sync_tasks_share_thread_hops_in_chunks(h: Harness) -> None:
     runner, hops = h.runner(), list[object]()
-    submit = runner._threads.submit
-    runner._threads.submit = lambda *a: hops.append(a) or submit(*a)
+    pool = runner._threads._pool
+    submit = pool.submit
+    pool.submit = lambda *a: hops.append(a) or submit(*a)  # type: ignore[method-assign]
     runner.submit([assign("warm-up", "echo")])
     await h.outcomes(1)
     assert runner.mean_duration is not None

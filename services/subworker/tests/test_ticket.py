@@ -3,12 +3,14 @@ whichever comes first decides."""
 
 from __future__ import annotations
 
+import threading
+
 from fastworker_protocol import Assignment
 from fastworker_subworker.ticket import Ticket
 
 
 def ticket() -> Ticket:
-    return Ticket(Assignment(id="t", name="n"))
+    return Ticket(Assignment(id="t", name="n"), threading.Lock())
 
 
 def test_a_pending_ticket_is_started_by_its_thread() -> None:

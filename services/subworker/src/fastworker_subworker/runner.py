@@ -15,9 +15,9 @@ never shares a chunk) also gives its slot back at once, the thread pool keeping 
 threads for such stragglers, while one without keeps its slot until it returns. Either
 way the control plane gets an outcome saying ``timeout`` or ``cancelled`` at once.
 
-Stragglers can fill the pool, so a sync task may wait in the pool's queue for a thread.
-That wait is not run time: the control plane hears it started, and its timeout starts,
-only when a thread actually starts it. And a task given up while it waits (cancelled, or
+Stragglers can fill the pool, so a sync task may wait for a thread (``threads``). That
+wait is not run time: the control plane hears it started, and its timeout starts, only
+when a thread actually starts it. And a task given up while it waits (cancelled, or
 handed back by a drain) must never start afterwards: each one carries a ``Ticket`` that
 its thread must claim before calling it.
 
@@ -32,16 +32,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from fastworker_protocol import Assignment, FailureReason, Outcome, TaskError
 from fastworker_subworker.executor import Executor
 from fastworker_subworker.stats import RunStats
+from fastworker_subworker.threads import TaskThreads, finishes_in_time
 from fastworker_subworker.ticket import Ticket
 
 CHUNK_WORK = 0.002  # seconds of sync work handed to a thread at once
@@ -70,9 +69,8 @@ class TaskRunner:
         self._on_started = on_started
         self._on_finished = on_finished
         self._slots = asyncio.Semaphore(concurrency)
-        self._pool_size = concurrency * 2 + 2  # room for stragglers
-        self._threads = ThreadPoolExecutor(self._pool_size, thread_name_prefix="fastworker-task")
-        self._in_pool = 0  # chunks handed to the threads and not back (stragglers included)
+        self._threads = TaskThreads(executor, concurrency, on_started)
+        self._ticket_lock = threading.Lock()  # shared by the tickets: see ``Ticket``
         self._stop_requests: dict[str, FailureReason] = {}  # task id -> timeout | cancelled
         self._stops: dict[str, asyncio.Future[FailureReason]] = {}  # sync tasks run alone
         self._async: dict[asyncio.Task[None], str] = {}
@@ -199,9 +197,9 @@ class TaskRunner:
             async with self._slots:
                 if not self._queued:
                     return
-                tickets = [Ticket(a) for a in self._take_chunk()]
+                tickets = [Ticket(a, self._ticket_lock) for a in self._take_chunk()]
                 self._in_threads.update((t.assignment.id, t) for t in tickets)
-                running, began = self._hand_over(loop, tickets)
+                running, began = self._threads.hand_over(loop, tickets)
                 try:
                     outcomes = await self._outcomes_of(running, began, tickets)
                 finally:
@@ -212,29 +210,6 @@ class TaskRunner:
             self._measure((by_id[o.task_id], o) for o in outcomes)
             if outcomes:
                 self._on_finished(outcomes)
-
-    def _hand_over(
-        self, loop: asyncio.AbstractEventLoop, tickets: list[Ticket]
-    ) -> tuple[asyncio.Future[list[Outcome]], asyncio.Future[float]]:
-        """Give a chunk to the threads; returns its outcomes-to-be and when it started. With
-        a thread free it starts now; when stragglers hold them all, it waits in the pool's
-        queue and its thread tells the loop when it starts (one more hop, so only then)."""
-        began: asyncio.Future[float] = loop.create_future()
-        waits = self._in_pool >= self._pool_size
-        if not waits:
-            began.set_result(time.monotonic())
-            self._on_started([t.assignment.id for t in tickets])
-        context = contextvars.copy_context()
-        announce = began if waits else None
-        running = loop.run_in_executor(
-            self._threads, context.run, self._run_chunk, loop, tickets, announce
-        )
-        self._in_pool += 1
-        running.add_done_callback(self._left_pool)
-        return running, began
-
-    def _left_pool(self, _: asyncio.Future[list[Outcome]]) -> None:
-        self._in_pool -= 1
 
     async def _outcomes_of(
         self,
@@ -249,10 +224,11 @@ class TaskRunner:
             return self._kept(await running, tickets)
         [ticket] = tickets
         task_id, timeout = ticket.assignment.id, ticket.assignment.timeout
+        assert timeout is not None
         stop: asyncio.Future[FailureReason] = asyncio.get_running_loop().create_future()
         self._stops[task_id] = stop
         try:
-            finished = await _finishes_in_time(running, began, stop, timeout)
+            finished = await finishes_in_time(running, began, stop, timeout)
         finally:
             del self._stops[task_id]
         if stop.done():
@@ -271,32 +247,6 @@ class TaskRunner:
         """Outcomes from a thread, less those of tasks given up meanwhile (already told)."""
         given_up = {t.assignment.id for t in tickets if t.abandoned}
         return [o for o in outcomes if o.task_id not in given_up] if given_up else outcomes
-
-    def _run_chunk(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        tickets: list[Ticket],
-        announce: asyncio.Future[float] | None,
-    ) -> list[Outcome]:
-        """On a pool thread: run each task whose ticket it can still claim. A chunk that
-        waited for this thread tells the loop when its first task starts (``announce``):
-        its timeout runs from then."""
-        outcomes: list[Outcome] = []
-        for ticket in tickets:
-            if not ticket.start():
-                continue  # given up while it waited for this thread: it must not start now
-            if announce is not None:
-                loop.call_soon_threadsafe(self._chunk_began, tickets, announce, time.monotonic())
-                announce = None
-            outcomes.append(self._executor.run_sync(ticket.assignment))
-        return outcomes
-
-    def _chunk_began(self, tickets: list[Ticket], began: asyncio.Future[float], at: float) -> None:
-        if not began.done():
-            began.set_result(at)
-        ids = [t.assignment.id for t in tickets if not t.abandoned]
-        if ids:
-            self._on_started(ids)
 
     def _take_chunk(self) -> list[Assignment]:
         """The head of the queue, plus the tasks behind it that are known to be quick."""
@@ -350,30 +300,11 @@ class TaskRunner:
         """Stop the threads without waiting for abandoned sync tasks."""
         for lane in self._lanes:
             lane.cancel()
-        self._threads.shutdown(wait=False, cancel_futures=True)
+        self._threads.shutdown()
 
 
 def _average(mean: float | None, sample: float) -> float:
     return sample if mean is None else mean + _EWMA_WEIGHT * (sample - mean)
-
-
-async def _finishes_in_time(
-    running: asyncio.Future[list[Outcome]],
-    began: asyncio.Future[float],
-    stop: asyncio.Future[FailureReason],
-    timeout: float | None,
-) -> bool:
-    """Whether ``running`` ends before ``stop`` and before ``timeout`` seconds from its
-    start on a thread (``began``, a monotonic time): time spent waiting for a thread is
-    not run time, and the clock does not run while it waits."""
-    assert timeout is not None
-    waited: set[asyncio.Future[Any]] = {running, began, stop}
-    done, _ = await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
-    if done == {began}:
-        remaining = max(0.0, began.result() + timeout - time.monotonic())
-        waited = {running, stop}
-        done, _ = await asyncio.wait(waited, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-    return running in done
 
 
 def stopped(assignment: Assignment, reason: FailureReason, *, ran: bool = True) -> Outcome:

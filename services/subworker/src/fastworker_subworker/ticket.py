@@ -8,54 +8,46 @@ function) or ``abandoned`` (the loop), under a lock, whichever comes first. So a
 loop has reported stopped never starts afterwards, and a task that did start is known to
 have started.
 
-It must never block or call back into the loop itself: the runner does that.
+It must never block or call back into the loop itself: the runner does that. Every sync
+task gets one, so it is kept cheap: small-int states, and a lock shared by all the tickets
+of a runner (each holds it only for a check-and-set).
 """
 
 from __future__ import annotations
 
 import threading
-from enum import Enum
 
 from fastworker_protocol import Assignment
 
-
-class _State(Enum):
-    PENDING = "pending"
-    STARTED = "started"
-    ABANDONED = "abandoned"
+_PENDING, _STARTED, _ABANDONED = 0, 1, 2
 
 
 class Ticket:
-    __slots__ = ("_lock", "_started", "_state", "assignment")
+    __slots__ = ("_lock", "_state", "assignment", "started")
 
-    def __init__(self, assignment: Assignment) -> None:
+    def __init__(self, assignment: Assignment, lock: threading.Lock) -> None:
         self.assignment = assignment
-        self._lock = threading.Lock()
-        self._state = _State.PENDING
-        self._started = False
+        self._lock = lock
+        self._state = _PENDING
+        self.started = False  # whether it ever started (it may be abandoned since)
 
     def start(self) -> bool:
         """On the task's thread: claim the start; ``False`` if the loop has given it up."""
         with self._lock:
-            if self._state is not _State.PENDING:
+            if self._state != _PENDING:
                 return False
-            self._state = _State.STARTED
-            self._started = True
+            self._state = _STARTED
+            self.started = True
             return True
 
     def abandon(self) -> bool:
         """On the loop: give the task up (its result, if any, is discarded). ``True`` if
         it had not started, and so now never will."""
         with self._lock:
-            never_started = self._state is _State.PENDING
-            self._state = _State.ABANDONED
+            never_started = self._state == _PENDING
+            self._state = _ABANDONED
             return never_started
 
     @property
     def abandoned(self) -> bool:
-        return self._state is _State.ABANDONED
-
-    @property
-    def started(self) -> bool:
-        """Whether it ever started (it may have been abandoned since)."""
-        return self._started
+        return self._state == _ABANDONED
