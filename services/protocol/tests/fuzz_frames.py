@@ -149,14 +149,26 @@ def random_of(rng: random.Random, t: mi.Type, depth: int = 0) -> Any:
         case mi.BoolType():
             return rng.random() < 0.5
         case mi.IntType():
-            return rng.choice(INTS)
+            return rng.choice([i for i in INTS if _in_range(i, t)])
         case mi.FloatType():
-            return rng.choice(FLOATS)
+            return rng.choice([f for f in FLOATS if _in_range(f, t)])
         case mi.StrType():
             return rng.choice(STRINGS)
         case mi.AnyType():
             return any_value(rng, depth)
     raise AssertionError(f"no generator for {t!r}: teach random_of about it")
+
+
+def _in_range(number: float, t: mi.IntType | mi.FloatType) -> bool:
+    """Whether ``number`` meets the field's range rule (NaN meets none)."""
+    return all(
+        (
+            t.ge is None or number >= t.ge,
+            t.gt is None or number > t.gt,
+            t.le is None or number <= t.le,
+            t.lt is None or number < t.lt,
+        )
+    )
 
 
 def plausible_messages() -> list[fp.Message]:

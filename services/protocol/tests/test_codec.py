@@ -37,6 +37,11 @@ _LEAVES: dict[type, st.SearchStrategy[Any]] = {
 def strategy_for(t: mi.Type) -> st.SearchStrategy[Any]:
     """A strategy for any value of a msgspec type, read from its type info."""
     match t:
+        case mi.FloatType(gt=gt, ge=ge, le=le) if (gt, ge, le) != (None, None, None):
+            low = gt if gt is not None else ge
+            return st.floats(low, le, exclude_min=gt is not None, allow_nan=False)
+        case mi.IntType(ge=ge) if ge is not None:
+            return st.integers(ge, 2**63 - 1)
         case mi.EnumType(cls=cls):
             return st.sampled_from(cls)
         case mi.ListType(item_type=item):

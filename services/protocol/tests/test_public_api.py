@@ -16,7 +16,8 @@ import fastworker_protocol as fp
 
 EXPECTED_PUBLIC_NAMES = {
     "ALL_MESSAGES", "DEFAULT_BASE_PORT", "DEFAULT_DISCOVERY_ADDRESS", "DEFAULT_DISCOVERY_PORT",
-    "DEFAULT_HTTP_PORT", "DEFAULT_MAX_MESSAGE_SIZE", "FINAL_TASK_STATES", "PROTOCOL_VERSION",
+    "DEFAULT_HTTP_PORT", "DEFAULT_MAX_MESSAGE_SIZE", "FINAL_TASK_STATES", "MAX_NESTING",
+    "MAX_TIMESTAMP", "PROTOCOL_VERSION",
     "TASK_TRANSITIONS", "TERMINAL_TASK_STATES", "WORKER_TRANSITIONS",
     "Accepted", "Ack", "Announce", "AnyMessage", "Assign", "Assignment", "Cancel", "Cancelled",
     "Codec", "DecodeError", "Drain", "EncodeError", "Error", "ErrorCode", "FailureReason",
@@ -29,7 +30,7 @@ EXPECTED_PUBLIC_NAMES = {
     "TaskError",
     "TaskEvent", "TaskList", "TaskResult", "TaskSignature", "TaskSpec", "TaskState", "UnknownOp",
     "Unregister", "UnsupportedVersion", "WorkerEvent", "WorkerInfo", "WorkerList", "WorkerState",
-    "message_op", "next_task_state", "next_worker_state", "tcp_address",
+    "message_op", "nesting_depth", "next_task_state", "next_worker_state", "tcp_address",
 }  # fmt: skip
 
 OPS = {

@@ -17,6 +17,7 @@ from fastworker_protocol.errors import (
     UnknownOp,
     UnsupportedVersion,
 )
+from fastworker_protocol.limits import MAX_NESTING, MAX_TIMESTAMP, nesting_depth
 from fastworker_protocol.messages import (
     ALL_MESSAGES,
     PROTOCOL_VERSION,
@@ -88,6 +89,8 @@ __all__ = [
     "DEFAULT_HTTP_PORT",
     "DEFAULT_MAX_MESSAGE_SIZE",
     "FINAL_TASK_STATES",
+    "MAX_NESTING",
+    "MAX_TIMESTAMP",
     "PROTOCOL_VERSION",
     "TASK_TRANSITIONS",
     "TERMINAL_TASK_STATES",
@@ -146,6 +149,7 @@ __all__ = [
     "WorkerList",
     "WorkerState",
     "message_op",
+    "nesting_depth",
     "next_task_state",
     "next_worker_state",
     "tcp_address",

@@ -37,6 +37,7 @@ class Codec:
         self.max_message_size = max_message_size
         self._encoder = msgspec.msgpack.Encoder()
         self._decoder = msgspec.msgpack.Decoder(AnyMessage)
+        self._envelope = msgspec.msgpack.Decoder(_Envelope)
 
     def encode(self, message: Message) -> bytes:
         try:
@@ -65,6 +66,15 @@ class Codec:
             raise UnsupportedVersion(_unsupported(message.v))
         return message
 
+    def auth_of(self, data: bytes) -> str | None:
+        """The top-level ``auth`` of a frame, read before anything else about it is looked
+        at (size, version, op, fields): ``None`` when the frame is not a msgpack map or has
+        no string ``auth``. Never raises."""
+        try:
+            return self._envelope.decode(data).auth
+        except (msgspec.DecodeError, RecursionError, MemoryError):
+            return None
+
     def decode_as(self, data: bytes, expected: type[M]) -> M:
         """Decode a message that must be of type ``expected`` (for replies)."""
         message = self.decode(data)
@@ -73,27 +83,75 @@ class Codec:
         return message
 
 
+class _Envelope(msgspec.Struct, forbid_unknown_fields=False):
+    """Only what is read of a request before it is validated: every other field is skipped."""
+
+    auth: str | None = None
+
+
+class _Head(msgspec.Struct, forbid_unknown_fields=False):
+    """What says which rejection an invalid frame gets, left raw so that no bad value
+    elsewhere in the frame (or in them) can hide them."""
+
+    op: msgspec.Raw = msgspec.Raw(b"\xc0")  # nil
+    v: msgspec.Raw = msgspec.Raw(b"\x01")
+
+
 def _op(message_type: type[Message]) -> str:
     return str(message_type.__struct_config__.tag)
 
 
 def _explain_invalid(data: bytes, exc: msgspec.ValidationError) -> DecodeError:
-    """Tell an unknown ``op`` apart from a known op with bad fields (error path only)."""
+    """Tell an unknown ``op`` apart from a known op with bad fields (error path only).
+
+    Only ``op`` and ``v`` are looked at: a bad value elsewhere (a timestamp past 9999, a
+    map as a map key) is the known op's ``invalid_message``, saying where it is.
+    """
+    try:
+        head = _HEAD.decode(data)
+    except msgspec.ValidationError:  # well-formed, but not a map with string keys
+        return _explain_odd(data, exc)
+    except (msgspec.DecodeError, RecursionError, MemoryError) as err:
+        return MalformedMessage(f"not a msgpack message: {err}")
+    return _explain(_value(head.op), _value(head.v), exc)
+
+
+def _explain_odd(data: bytes, exc: msgspec.ValidationError) -> DecodeError:
+    """The same rules, for a frame whose top level has keys that are not strings."""
     try:
         raw: Any = msgspec.msgpack.decode(data)
-    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, MemoryError) as err:
+    except (msgspec.DecodeError, RecursionError, MemoryError) as err:
         return MalformedMessage(f"not a msgpack message: {err}")  # e.g. a map as a map key
     if not isinstance(raw, dict):
         return InvalidMessage(f"a message must be a map, got {type(raw).__name__}")
-    version = raw.get("v", PROTOCOL_VERSION)
+    return _explain(raw.get("op"), raw.get("v", PROTOCOL_VERSION), exc)
+
+
+def _explain(op: Any, version: Any, exc: msgspec.ValidationError) -> DecodeError:
     if type(version) is int and version != PROTOCOL_VERSION:  # a non-int `v` is just invalid
         return UnsupportedVersion(_unsupported(version))
-    op = raw.get("op")
     if op is None:
         return InvalidMessage("message has no 'op' field")
     if not isinstance(op, str) or op not in OPS:
         return UnknownOp(f"unknown op {op!r}")
     return InvalidMessage(f"invalid {op!r} message: {exc}")
+
+
+def _value(raw: msgspec.Raw) -> Any:
+    """One field's value, or a stand-in that matches no rule if it cannot be decoded."""
+    try:
+        return msgspec.msgpack.decode(raw)
+    except (msgspec.DecodeError, RecursionError, MemoryError):
+        return _UNREADABLE
+
+
+class _Unreadable:
+    def __repr__(self) -> str:
+        return "(a value that does not decode)"
+
+
+_UNREADABLE = _Unreadable()
+_HEAD = msgspec.msgpack.Decoder(_Head)
 
 
 def _unsupported(version: object) -> str:

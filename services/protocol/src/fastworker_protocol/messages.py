@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from fastworker_protocol.errors import ErrorCode
+from fastworker_protocol.limits import Count, PositiveSeconds, Seconds, UnixTime
 from fastworker_protocol.priority import Priority
 from fastworker_protocol.reasons import FailureReason
 from fastworker_protocol.states import TaskState, WorkerState
@@ -55,9 +56,9 @@ class TaskSpec(Record):
     args: list[Any] = []
     kwargs: dict[str, Any] = {}
     headers: dict[str, str] = {}
-    eta: float | None = None
-    max_retries: int | None = None
-    timeout: float | None = None
+    eta: UnixTime | None = None
+    max_retries: Count | None = None
+    timeout: PositiveSeconds | None = None
     idempotency_key: str | None = None
 
 
@@ -124,11 +125,11 @@ class TaskSignature(Record):
 
     name: str
     params: list[Param] = []
-    max_retries: int = 0
-    retry_backoff: float = 1.0
-    retry_backoff_max: float = 600.0
+    max_retries: Count = 0
+    retry_backoff: Seconds = 1.0
+    retry_backoff_max: Seconds = 600.0
     retry_on: list[str] = []
-    timeout: float | None = None
+    timeout: PositiveSeconds | None = None
     repeat_interval: float | None = None
     cron: str | None = None
     cron_tz: str = "UTC"
@@ -147,8 +148,8 @@ class Outcome(Record):
     ok: bool
     result: Any = None
     error: TaskError | None = None
-    started_at: float | None = None
-    finished_at: float | None = None
+    started_at: UnixTime | None = None
+    finished_at: UnixTime | None = None
     requeue: bool = False
     retryable: bool | None = None
 
@@ -190,7 +191,7 @@ class Submit(Message, tag="submit"):
     """
 
     tasks: list[TaskSpec]
-    wait: float | None = None
+    wait: Seconds | None = None
     atomic: bool = True
 
 
@@ -202,7 +203,7 @@ class Get(Message, tag="get"):
     ``any``, a held ``get`` is answered as soon as one of the tasks is final."""
 
     task_ids: list[str]
-    wait: float | None = None
+    wait: Seconds | None = None
     any: bool = False
 
 
@@ -247,8 +248,8 @@ class Fetch(Message, tag="fetch"):
     """
 
     worker_id: str
-    wait: float
-    prefetch: int = 0
+    wait: Seconds
+    prefetch: Count = 0
     started: list[str] = []
     outcomes: list[Outcome] = []
     received: list[int] = []
