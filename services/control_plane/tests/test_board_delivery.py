@@ -3,7 +3,8 @@ and takes back batches a worker never received."""
 
 from __future__ import annotations
 
-from fastworker_control_plane.core.board import QUICK_RUN, TaskBoard
+from fastworker_control_plane.core.board import TaskBoard
+from fastworker_control_plane.core.dispatch_policy import QUICK_RUN
 from fastworker_control_plane.core.workers import LOST_AFTER_REQUESTS
 from fastworker_protocol import Outcome, Param, Priority, TaskSignature, TaskSpec, TaskState
 

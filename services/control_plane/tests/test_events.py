@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from fastworker_control_plane.core.board import Change, TaskBoard
+from fastworker_control_plane.core.board import TaskBoard
+from fastworker_control_plane.core.board_types import Change
 from fastworker_control_plane.engine import Engine
 from fastworker_control_plane.events import EventBus
 from fastworker_protocol import Outcome, Param, Priority, TaskSignature, TaskSpec, TaskState

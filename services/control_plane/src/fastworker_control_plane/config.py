@@ -7,7 +7,7 @@ import socket
 from dataclasses import dataclass, field
 
 from fastworker.tls import TLS
-from fastworker_control_plane.core.board import DEFAULT_MAX_QUEUED
+from fastworker_control_plane.core.board_types import DEFAULT_MAX_QUEUED
 from fastworker_control_plane.core.result_cache import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_SIZE,

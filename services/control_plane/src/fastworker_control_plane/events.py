@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 
-from fastworker_control_plane.core.board import Change
+from fastworker_control_plane.core.board_types import Change
 
 DEFAULT_BACKLOG = 10_000
 

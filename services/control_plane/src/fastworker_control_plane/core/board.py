@@ -9,33 +9,34 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Collection, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
-from itertools import chain, islice
-
-import msgspec
+from collections.abc import Collection, Iterable, Sequence
+from itertools import islice
 
 from fastworker_control_plane.core.admission import refusal
 from fastworker_control_plane.core.arguments import ArgumentChecker
-from fastworker_control_plane.core.dispatch_policy import least_loaded
+from fastworker_control_plane.core.board_types import MESSAGE_OVERHEAD, Change, task_size
+from fastworker_control_plane.core.board_types import BoardConfig as BoardConfig  # re-export
+from fastworker_control_plane.core.dispatch_policy import RunTimes
+from fastworker_control_plane.core.dispatching import dispatch_round
 from fastworker_control_plane.core.idempotency import IdempotencyKeys
-from fastworker_control_plane.core.listing import Listing, fit
-from fastworker_control_plane.core.periodic import BadSchedule, Periodic, PeriodicState
+from fastworker_control_plane.core.listing import Listing, fit, listed
+from fastworker_control_plane.core.periodics import Periodics
 from fastworker_control_plane.core.queues import PriorityQueues
 from fastworker_control_plane.core.records import TaskRecord
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.core.result_cache import (
-    DEFAULT_MAX_BYTES,
-    DEFAULT_MAX_SIZE,
-    DEFAULT_TTL,
     ResultCache,
 )
-from fastworker_control_plane.core.retry_policy import RetryPolicy, Uniform, summarized
+from fastworker_control_plane.core.retry_policy import (
+    RetryPolicy,
+    Uniform,
+    lost_too_often,
+    summarized,
+)
 from fastworker_control_plane.core.schedule import Schedule
 from fastworker_control_plane.core.stats import Tally, TaskLine, TaskStats
-from fastworker_control_plane.core.workers import Batch, Delivery, WorkerRegistry, WorkerSlot
+from fastworker_control_plane.core.workers import Delivery, WorkerRegistry, WorkerSlot
 from fastworker_protocol import (
-    DEFAULT_MAX_MESSAGE_SIZE,
     Assignment,
     ErrorCode,
     FailureReason,
@@ -54,24 +55,6 @@ from fastworker_protocol import (
 
 # Times a task may go back to its queue because a lost subworker held it unstarted.
 MAX_RETURNS = 25
-# Tasks of a name that ran this long on average or less may wait in a worker's prefetch
-# buffer (slower ones, and names never measured, go only into free slots).
-QUICK_RUN = 0.01
-_RUN_TIME_WEIGHT = 0.2
-# Live tasks per priority before submissions get queue_full: memory stays bounded.
-DEFAULT_MAX_QUEUED = 250_000
-# Bytes an Assign adds around each task's own encoding, and around all of them (a
-# listing's reply keeps the same room around its tasks).
-TASK_OVERHEAD = 32
-MESSAGE_OVERHEAD = 1024
-_encoder = msgspec.msgpack.Encoder()
-
-
-def _size(spec: TaskSpec) -> int:
-    """What the spec will take up in an ``Assign``."""
-    return len(_encoder.encode(spec)) + TASK_OVERHEAD
-
-
 _HELD = (TaskState.ASSIGNED, TaskState.RUNNING)
 _WAITING_FOR_TIME = (TaskState.SCHEDULED, TaskState.RETRYING)
 _RECLAIMABLE = (TaskState.QUEUED, *_HELD)
@@ -80,37 +63,6 @@ _TALLIES = {
     TaskEvent.FAIL: Tally.FAILED,
     TaskEvent.CANCEL: Tally.CANCELLED,
 }
-_PERIODIC = "periodic:"  # scheduler-heap keys of periodic ticks (task ids are the others)
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """One transition: the task's new state, for the event bus and the journal."""
-
-    state: TaskState
-    task_id: str
-    name: str
-    worker_id: str | None
-    attempts: int
-    # The task itself (a reference, not a copy): the journal writes it from here, since a
-    # final one may have left the result cache before the change is journaled.
-    record: TaskRecord | None = field(default=None, compare=False, repr=False)
-
-
-@dataclass(frozen=True)
-class BoardConfig:
-    max_redeliveries: int = 3
-    result_max_size: int = DEFAULT_MAX_SIZE
-    result_max_bytes: int = DEFAULT_MAX_BYTES
-    result_keep_arguments: bool = False  # keep a final task's args/kwargs in the cache
-    result_ttl: float = DEFAULT_TTL
-    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
-    max_queued: int = DEFAULT_MAX_QUEUED  # live (not final) tasks per priority
-
-    @property
-    def max_batch_bytes(self) -> int:
-        """What the tasks of one ``Assign`` may add up to, so it always fits a message."""
-        return self.max_message_size - MESSAGE_OVERHEAD
 
 
 class TaskBoard:
@@ -123,9 +75,9 @@ class TaskBoard:
         self._uniform = uniform
         self._policies: dict[str, RetryPolicy] = {}
         self._timeouts: dict[str, float] = {}
-        self.periodics: dict[str, Periodic] = {}
-        # From the journal: resumed when a registration declares the schedule again.
-        self.saved_periodics: dict[str, PeriodicState] = {}
+        self.schedules = Periodics(self.schedule)
+        self.periodics = self.schedules.active
+        self.saved_periodics = self.schedules.saved  # from the journal, until declared again
         # Transitions since the engine last took them, kept only while someone listens.
         self.record_changes = False
         self.changes: list[Change] = []
@@ -140,8 +92,7 @@ class TaskBoard:
         self.keys = IdempotencyKeys()
         self.live: dict[Priority, int] = dict.fromkeys(Priority, 0)  # not final, per priority
         self._checkers: dict[str, ArgumentChecker] = {}
-        self._run_times: dict[str, float] = {}  # per task name, a moving average
-        self._quick: set[str] = set()  # names whose tasks may wait in prefetch buffers
+        self._run_times = RunTimes()  # which names may wait in prefetch buffers
         self._batches = 0  # the last batch number sent
         self.superseded: list[tuple[str, str]] = []  # see ``take_superseded``
 
@@ -153,7 +104,7 @@ class TaskBoard:
         A spec whose id is already known (live or in the result cache) is not queued again:
         its id is returned as if accepted, which is what makes client retries safe.
         """
-        sizes = [_size(spec) for spec in specs]
+        sizes = [task_size(spec) for spec in specs]
         for index, (spec, size) in enumerate(zip(specs, sizes, strict=True)):
             if (rejected := self._refusal(index, spec, size)) is not None:
                 raise rejected
@@ -168,7 +119,7 @@ class TaskBoard:
         """Accept every valid spec on its own; the id of a rejected one is ``""``."""
         ids, rejections = [], []
         for index, spec in enumerate(specs):
-            size = _size(spec)
+            size = task_size(spec)
             rejected = self._refusal(index, spec, size)
             if rejected is None and self._existing(spec, now) is None:
                 rejected = self._full(priority, 1, index=index)
@@ -262,8 +213,8 @@ class TaskBoard:
         ticks that are due; returns how many tasks were queued."""
         queued = 0
         for key in self.schedule.pop_due(now, self._is_waiting_for_time):
-            if key.startswith(_PERIODIC):
-                queued += self._tick(self.periodics[key.removeprefix(_PERIODIC)], now)
+            if self.schedules.owns(key):
+                queued += self.schedules.tick(key, now, self._enqueue_periodic, self._is_live)
                 continue
             record = self._tasks[key]
             self._apply(record, TaskEvent.DUE)
@@ -273,52 +224,23 @@ class TaskBoard:
         return queued
 
     def _is_waiting_for_time(self, key: str) -> bool:
-        if key.startswith(_PERIODIC):
-            return key.removeprefix(_PERIODIC) in self.periodics
+        if self.schedules.owns(key):
+            return self.schedules.is_due_key(key)
         record = self._tasks.get(key)
         return record is not None and record.state in _WAITING_FOR_TIME
 
-    def _tick(self, periodic: Periodic, now: float) -> int:
-        """One tick: a new run, unless the last one is still going (then it is skipped)."""
-        queued = 0
-        if periodic.current is not None and periodic.current in self._tasks:
-            periodic.skipped += 1
-        else:
-            spec = TaskSpec(name=periodic.name, id=f"{periodic.name}@{periodic.next_run:.3f}")
-            periodic.current = self._enqueue(spec, _size(spec), Priority.NORMAL, now)
-            periodic.times_run += 1
-            periodic.last_run = now
-            queued = 1
-        periodic.skipped += periodic.advance(now)
-        self.schedule.push(periodic.next_run, _PERIODIC + periodic.name)
-        return queued
+    def _enqueue_periodic(self, spec: TaskSpec, now: float) -> str:
+        return self._enqueue(spec, task_size(spec), Priority.NORMAL, now)
+
+    def _is_live(self, task_id: str) -> bool:
+        return task_id in self._tasks
 
     def learn_schedules(self, signatures: Iterable[TaskSignature], now: float) -> None:
         """Start the periodic tasks these registrations declare (once per name)."""
-        for signature in signatures:
-            if signature.name in self.periodics:
-                continue
-            try:
-                periodic = Periodic.of(signature, now)
-            except BadSchedule as exc:
-                raise Rejected(ErrorCode.INVALID_MESSAGE, str(exc)) from None
-            if periodic is None:
-                continue
-            checker = self._checkers.get(signature.name)
-            if checker is not None and (problem := checker.problem([], {})) is not None:
-                raise Rejected(
-                    ErrorCode.INVALID_MESSAGE,
-                    f"a periodic task is called without arguments: {problem}",
-                )
-            saved = self.saved_periodics.pop(signature.name, None)
-            if saved is not None:
-                periodic.resume(saved)
-            self.periodics[signature.name] = periodic
-            self.schedule.push(periodic.next_run, _PERIODIC + signature.name)
+        self.schedules.learn(signatures, self._checkers, now)
 
     def list_schedules(self, now: float) -> list[ScheduleInfo]:
-        ordered = sorted(self.periodics.values(), key=lambda p: p.name)
-        return [p.info(running=p.current is not None and p.current in self._tasks) for p in ordered]
+        return self.schedules.infos(self._is_live)
 
     def learn_tasks(self, signatures: Iterable[TaskSignature]) -> None:
         """Accept submissions of these tasks even before a subworker that runs them joins."""
@@ -408,33 +330,15 @@ class TaskBoard:
         workers delays a task an idle one could start.
         """
         slots = {s.worker_id: s for w in ready if (s := self.workers.get(w)) and s.accepts_work}
-        offers = {wid: slot.offers(self._quick) for wid, slot in slots.items()}
-        wanted = _union(offers.values())
-        plan: dict[str, list[Assignment]] = {}
-        plan_bytes: dict[str, int] = {}
-        while wanted:
-            task_id = self.queues.pop(self._is_queued, wanted)
-            if task_id is None:
-                break
-            record = self._tasks[task_id]
-            chosen = least_loaded(
-                slot.load() for wid, slot in slots.items() if record.name in offers[wid]
-            )
-            assert chosen is not None, "a name is wanted only while a worker offers it"
-            slot = slots[chosen]
-            batch_bytes = plan_bytes.get(chosen, 0) + record.size
-            if batch_bytes > self.config.max_batch_bytes:  # this worker's reply is full
-                self.queues.restore(task_id, record.name, record.priority, record.seq)
-                del slots[chosen], offers[chosen]
-                wanted = _union(offers.values())
-                continue
-            plan_bytes[chosen] = batch_bytes
-            self._assign(record, slot)
-            plan.setdefault(chosen, []).append(record.assignment())
-            if len(slot.in_flight) in (slot.concurrency, slot.capacity):  # its offer shrank
-                offers[chosen] = slot.offers(self._quick)
-                wanted = _union(offers.values())
-        return plan
+        return dispatch_round(
+            self.queues,
+            slots,
+            self._tasks,
+            self._is_queued,
+            self._run_times.quick,
+            self.config.max_batch_bytes,
+            self._assign,
+        )
 
     def _assign(self, record: TaskRecord, slot: WorkerSlot) -> None:
         record.attempts += 1
@@ -444,19 +348,16 @@ class TaskBoard:
         slot.assigned_total += 1
 
     def deliver(self, worker_id: str, tasks: list[Assignment]) -> Delivery:
-        """What dispatch planned for a worker, as the reply to its fetch: remembered until
-        the worker confirms receiving it."""
+        """Tasks dispatched to a worker, as its fetch's reply, kept until it confirms them."""
         slot = self.workers.get(worker_id)
         if slot is None or not slot.confirms or not tasks:
             return Delivery(tasks)
         self._batches += 1
-        slot.unconfirmed[self._batches] = Batch([task.id for task in tasks])
-        return Delivery(tasks, self._batches)
+        return slot.deliver(tasks, self._batches)
 
     def heard(self, worker_id: str, received: Collection[int], now: float) -> None:
-        """A request from the worker arrived, confirming the ``received`` batches. The
-        tasks of batches it never confirmed go back to the front of their queues: they
-        never reached it, so this is not a redelivery."""
+        """A request from the worker arrived, confirming ``received`` batches. Tasks of
+        batches it never confirmed never reached it: they go back, uncounted, in front."""
         slot = self.workers.get(worker_id)
         if slot is None:
             return
@@ -505,7 +406,7 @@ class TaskBoard:
         else:
             ran = now - (record.started_at or now)
         self.stats.ran(_line(record), ran)
-        self._measured(record.name, ran)
+        self._run_times.observe(record.name, ran)
         if outcome.requeue:
             return self._redeliver(record, now, reason=FailureReason.INTERRUPTED)
         if outcome.ok:
@@ -521,15 +422,6 @@ class TaskBoard:
             error = summarized(error, record.attempt_errors)
         record.error = error
         return self._finish(record, TaskEvent.FAIL, now)
-
-    def _measured(self, name: str, ran: float) -> None:
-        mean = self._run_times.get(name)
-        mean = ran if mean is None else mean + _RUN_TIME_WEIGHT * (ran - mean)
-        self._run_times[name] = mean
-        if mean <= QUICK_RUN:
-            self._quick.add(name)
-        else:
-            self._quick.discard(name)
 
     def _started(self, record: TaskRecord, at: float) -> None:
         record.started_at = at
@@ -547,10 +439,9 @@ class TaskBoard:
         self.schedule.push(now + policy.delay(record.retries, self._uniform), record.id)
 
     def _reclaim(self, task_id: str, worker_id: str) -> TaskRecord | None:
-        """A live task this worker finished although it no longer holds it: it was taken
-        back (the worker was expelled, or the control plane restarted) and is queued, or
-        held by another worker, again. The first outcome wins, so the task does not run
-        again; another worker holding it is told to stop (``superseded``)."""
+        """A live task this worker finished though it no longer holds it (taken back when
+        the worker was expelled or the control plane restarted). The first outcome wins:
+        the task does not run again, and a worker holding it now is told to stop."""
         record = self._tasks.get(task_id)
         if record is None or record.state not in _RECLAIMABLE:
             return None
@@ -578,22 +469,15 @@ class TaskBoard:
     def _redeliver(
         self, record: TaskRecord, now: float, reason: str, *, in_place: bool = False
     ) -> TaskResult | None:
-        """Queue a task its subworker held again, at the front. One it had started counts
-        against ``max_redeliveries``; one it never started does not (it was only waiting
-        in a buffer), but is bounded by ``MAX_RETURNS`` all the same, against a task that
-        kills its subworker before the start can be reported."""
+        """Queue a task its subworker held again, at the front. Only a started one counts
+        against ``max_redeliveries``; ``MAX_RETURNS`` bounds the others (a task may kill
+        its subworker before its start is reported)."""
         if record.state == TaskState.RUNNING:
             record.lost += 1
         else:
             record.returned += 1
-        if record.lost > self.config.max_redeliveries or record.returned > MAX_RETURNS:
-            record.error = TaskError(
-                type="WorkerLost",
-                message=f"the subworker holding the task was lost {record.lost + record.returned}"
-                f" times (last: {reason}); giving up after {self.config.max_redeliveries} "
-                f"redeliveries of a started task ({MAX_RETURNS} of one never started)",
-                reason=FailureReason.WORKER_LOST,
-            )
+        record.error = lost_too_often(record, reason, self.config.max_redeliveries, MAX_RETURNS)
+        if record.error is not None:
             return self._finish(record, TaskEvent.FAIL, now)
         self._requeue(record, now, in_place=in_place)
         return None
@@ -621,9 +505,8 @@ class TaskBoard:
         return record.final
 
     def _cache(self, record: TaskRecord, finished_at: float) -> None:
-        """Keep a final task for reads, counted at its encoded size. Its arguments go
-        unless configured to stay: it never runs again (recovery included), and kept
-        whole, 40 tasks with 16 MB arguments took 900 MB."""
+        """Keep a final task for reads, at its encoded size, without its arguments unless
+        configured (it never runs again; kept whole, 40 x 16 MB arguments took 900 MB)."""
         if not self.config.result_keep_arguments:
             record.drop_arguments()
         self.results.put(record.id, record, finished_at, record.encoded_size())
@@ -696,18 +579,12 @@ class TaskBoard:
 
     def list_tasks(self, status: TaskState | None, limit: int, now: float) -> list[TaskResult]:
         """Most recent first: live tasks, then cached results."""
-        return list(islice(self._listed(status, now), max(0, limit)))
+        return list(islice(listed(self._tasks, self.results, status, now), max(0, limit)))
 
     def task_listing(self, status: TaskState | None, limit: int, now: float) -> Listing:
         """``list_tasks`` cut to fit one reply message (``core/listing``)."""
         budget = self.config.max_message_size - MESSAGE_OVERHEAD
-        return fit(self._listed(status, now), limit, budget)
-
-    def _listed(self, status: TaskState | None, now: float) -> Iterator[TaskResult]:
-        live = reversed(self._tasks.values())
-        done = sorted(self.results.values(now), key=lambda r: r.finished_at or 0, reverse=True)
-        matching = (r for r in chain(live, done) if status is None or r.state == status)
-        return (r.final or r.snapshot() for r in matching)
+        return fit(listed(self._tasks, self.results, status, now), limit, budget)
 
     def waiting_for_time(self) -> int:
         """Tasks waiting for an ETA or a retry backoff (counted, not tracked: O(live))."""
@@ -716,13 +593,6 @@ class TaskBoard:
     def __len__(self) -> int:
         """Live (not final) tasks."""
         return len(self._tasks)
-
-
-def _union(offers: Iterable[Collection[str]]) -> set[str]:
-    wanted: set[str] = set()
-    for names in offers:
-        wanted.update(names)
-    return wanted
 
 
 def _line(record: TaskRecord) -> TaskLine:

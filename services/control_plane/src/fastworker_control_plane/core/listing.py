@@ -10,13 +10,15 @@ stops, with ``more`` set, before the task that would pass the reply's byte budge
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from itertools import islice
+from itertools import chain, islice
 
 import msgspec
 
-from fastworker_protocol import TaskError, TaskResult
+from fastworker_control_plane.core.records import TaskRecord
+from fastworker_control_plane.core.result_cache import ResultCache
+from fastworker_protocol import TaskError, TaskResult, TaskState
 
 # A listed task larger than this (its TaskResult's msgpack encoding) is truncated.
 LISTED_TASK_MAX_BYTES = 64 * 1024
@@ -31,6 +33,19 @@ _encoder = msgspec.msgpack.Encoder()
 class Listing:
     tasks: list[TaskResult]
     more: bool  # some matching task (within the limit) was left out for want of room
+
+
+def listed(
+    live: dict[str, TaskRecord],
+    results: ResultCache[TaskRecord],
+    status: TaskState | None,
+    now: float,
+) -> Iterator[TaskResult]:
+    """Every task in ``status`` (any if ``None``), most recent first: live tasks (newest
+    accepted first), then kept results (latest finished first)."""
+    done = sorted(results.values(now), key=lambda r: r.finished_at or 0, reverse=True)
+    matching = (r for r in chain(reversed(live.values()), done) if status in (None, r.state))
+    return (r.final or r.snapshot() for r in matching)
 
 
 def fit(results: Iterable[TaskResult], limit: int, budget: int) -> Listing:

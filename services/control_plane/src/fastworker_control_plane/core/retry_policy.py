@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from fastworker_protocol import FailureReason, TaskError, TaskSignature
 
@@ -68,4 +69,25 @@ def summarized(last: TaskError, errors: list[TaskError]) -> TaskError:
         message=f"{last.message} (after {len(errors)} attempts: {lines})",
         traceback=last.traceback,
         reason=last.reason,
+    )
+
+
+class Losses(Protocol):
+    lost: int  # times a worker was lost while running the task
+    returned: int  # times a lost worker held it without having started it
+
+
+def lost_too_often(
+    task: Losses, reason: str, max_redeliveries: int, max_returns: int
+) -> TaskError | None:
+    """The ``worker_lost`` failure of a task whose workers were lost too often, or
+    ``None`` while it may be delivered again."""
+    if task.lost <= max_redeliveries and task.returned <= max_returns:
+        return None
+    return TaskError(
+        type="WorkerLost",
+        message=f"the subworker holding the task was lost {task.lost + task.returned} times "
+        f"(last: {reason}); giving up after {max_redeliveries} redeliveries of a started "
+        f"task ({max_returns} of one never started)",
+        reason=FailureReason.WORKER_LOST,
     )

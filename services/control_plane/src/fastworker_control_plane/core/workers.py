@@ -73,6 +73,11 @@ class WorkerSlot:
             return self.tasks & quick
         return ()
 
+    def deliver(self, tasks: list[Assignment], batch: int) -> Delivery:
+        """Send ``tasks`` as batch number ``batch``, kept until the worker confirms it."""
+        self.unconfirmed[batch] = Batch([task.id for task in tasks])
+        return Delivery(tasks, batch)
+
     def heard(self, received: Collection[int]) -> list[str]:
         """A request arrived, confirming ``received``; returns the ids of tasks in batches
         now counted as lost (sent, and never confirmed by the requests that followed)."""

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from fastworker_control_plane.core.board import Change, TaskBoard
+from fastworker_control_plane.core.board import TaskBoard
+from fastworker_control_plane.core.board_types import Change
 from fastworker_control_plane.core.periodic import PeriodicState
 from fastworker_control_plane.durability.schema import (
     Done,
