@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import aiohttp
+import msgspec
 import pynng
 import pytest
 from harness import Cluster
@@ -71,6 +72,56 @@ def test_a_peer_without_the_token_learns_nothing_on_any_port(guarded: Cluster) -
     # Not even which ops a port serves: a wrong-port request gets the same answer.
     wrong_port = raw_request(f"tcp://127.0.0.1:{guarded.base_port}", codec.encode(Get(task_ids=[])))
     assert wrong_port.code == ErrorCode.UNAUTHORIZED
+
+
+def raw_reply(address: str, payload: bytes) -> bytes:
+    with pynng.Req0(
+        dial=address, recv_timeout=10_000, send_timeout=10_000, recv_max_size=0
+    ) as sock:
+        sock.send(payload)
+        return sock.recv()
+
+
+def test_without_the_token_every_reply_is_unauthorized_whatever_else_is_wrong(
+    guarded: Cluster,
+) -> None:
+    # Given requests wrong in every other way too, with no token or a wrong one
+    enc = msgspec.msgpack.encode
+    payloads = {
+        "garbage": b"\xc1\xc1",
+        "empty": b"",
+        "truncated": enc({"op": "get", "task_ids": ["a"]})[:-2],
+        "not a map": enc([1, 2, 3]),
+        "unknown op": enc({"op": "explode"}),
+        "missing fields": enc({"op": "submit"}),
+        "wrong version": enc({"op": "get", "v": 2, "task_ids": []}),
+        "wrong port": enc({"op": "register", "worker_id": "x", "name": "x", "concurrency": 1}),
+        "auth not a str": enc({"op": "get", "task_ids": [], "auth": [TOKEN]}),
+        "wrong token": enc({"op": "bogus", "auth": TOKEN + "x"}),
+        "token one level down": enc({"op": "submit", "tasks": [{"auth": TOKEN}]}),
+        "oversize": enc({"op": "submit", "tasks": [], "pad": "x" * (17 * 1024 * 1024)}),
+    }
+    # When each is sent to every request port
+    replies = {
+        (name, offset): raw_reply(f"tcp://127.0.0.1:{guarded.base_port + offset}", payload)
+        for name, payload in payloads.items()
+        for offset in (range(6) if name != "oversize" else (0,))
+    }
+    # Then every reply is the same bytes: unauthorized, its fixed message, nothing else
+    assert len(set(replies.values())) == 1, {k: v[:120] for k, v in replies.items()}
+    reply = Codec().decode(next(iter(replies.values())))
+    assert isinstance(reply, Error)
+    assert (reply.code, reply.message, reply.detail) == (
+        ErrorCode.UNAUTHORIZED,
+        "missing or wrong auth token",
+        {},
+    )
+    # And with the token, the same kind of bad request is told what is wrong with it
+    told = Codec().decode(
+        raw_reply(f"tcp://127.0.0.1:{guarded.base_port}", enc({"op": "explode", "auth": TOKEN}))
+    )
+    assert isinstance(told, Error)
+    assert told.code == ErrorCode.UNKNOWN_OP
 
 
 async def test_a_subworker_needs_the_token_to_register(guarded: Cluster) -> None:

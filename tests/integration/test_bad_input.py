@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import math
+import struct
+from typing import Any
 
+import aiohttp
 import msgspec
 import pynng
 import pytest
 from harness import Cluster
 
 from fastworker import Client, InvalidArguments, UnknownTask
-from fastworker_protocol import Codec, Error, Get, Submit, TaskSpec
+from fastworker_protocol import MAX_NESTING, Codec, Error, Get, Submit, TaskSpec
 
 GARBAGE = [
     b"",
@@ -113,3 +117,69 @@ async def test_one_bad_delay_among_concurrent_ones_fails_alone(client: Client) -
     good = [outcomes[0], outcomes[3]]
     assert all(isinstance(t, str) and len(t) == 32 for t in good)
     assert [r.result for r in await client.wait_results(good)] == [3, 7]  # type: ignore[arg-type]
+
+
+def submit_with_arg(raw_arg: bytes, task_id: str = "") -> bytes:
+    """A submit of ``echo`` whose one argument is ``raw_arg``, msgpack written by hand (the
+    test's own encoder would recurse on the deep ones)."""
+    frame = msgspec.msgpack.encode(
+        {"op": "submit", "tasks": [{"name": "echo", "id": task_id, "args": [None]}]}
+    )
+    return frame.replace(b"\x91\xc0", b"\x91" + raw_arg)
+
+
+def nested(depth: int) -> Any:
+    value: Any = 0
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+async def test_arguments_nested_too_deep_are_invalid_arguments_and_never_run(
+    cluster: Cluster, client: Client, api: str, http: aiohttp.ClientSession
+) -> None:
+    # Given arguments 900 arrays deep (msgpack takes them; encoders recursing may not)
+    deep_id = "d" * 32
+    frame = submit_with_arg(b"\x91" * 900 + b"\x00", deep_id)
+    refused = await _ask(f"tcp://127.0.0.1:{cluster.base_port + 2}", frame)
+    # Then they are refused as the caller's mistake, with the rule, and never queued
+    assert (refused.code, refused.detail) == (
+        "invalid_arguments",
+        {"index": 0, "task_name": "echo"},
+    )
+    assert f"more than {MAX_NESTING} arrays and maps deep" in refused.message
+    assert await client.get_task_result(deep_id) is None
+    with pytest.raises(InvalidArguments, match="arrays and maps deep"):  # non-atomic
+        await client.delay("echo", nested(MAX_NESTING))
+    # And the deepest arguments admitted run, and their dashboard page renders
+    deepest = nested(MAX_NESTING - 1)  # the args array is the first level
+    done = await client.submit_task("echo", (deepest,))
+    assert done.result == deepest
+    async with http.get(f"{api}/api/tasks/{done.task_id}") as response:
+        assert response.status == 200
+        assert (await response.json())["result"] == deepest
+
+
+async def test_numbers_and_timestamps_out_of_range_are_invalid_messages_naming_the_field(
+    cluster: Cluster, client: Client
+) -> None:
+    submit_port = f"tcp://127.0.0.1:{cluster.base_port + 2}"
+    results_port = f"tcp://127.0.0.1:{cluster.base_port + 4}"
+    year_10000 = b"\xc7\x0c\xff" + struct.pack(">I", 0) + struct.pack(">q", 253_402_300_800)
+
+    def spec(**fields: Any) -> bytes:
+        return Codec().encode(Submit(tasks=[TaskSpec(name="add", args=[1, 2], **fields)]))
+
+    cases = [
+        (submit_port, submit_with_arg(year_10000), "$.tasks[0].args[0]"),
+        (submit_port, spec(eta=math.nan), "$.tasks[0].eta"),
+        (submit_port, spec(eta=math.inf), "$.tasks[0].eta"),
+        (submit_port, spec(timeout=-1.0), "$.tasks[0].timeout"),
+        (submit_port, Codec().encode(Submit(tasks=[], wait=math.nan)), "$.wait"),
+        (results_port, Codec().encode(Get(task_ids=[], wait=-1.0)), "$.wait"),
+    ]
+    for port, frame, field in cases:
+        error = await _ask(port, frame)
+        assert error.code == "invalid_message", (field, error)
+        assert f"at `{field}`" in error.message
+    assert await client.list_tasks() == []

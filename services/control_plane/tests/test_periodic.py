@@ -10,7 +10,7 @@ import pytest
 from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.periodic import BadSchedule, Periodic
 from fastworker_control_plane.core.rejected import Rejected
-from fastworker_protocol import Outcome, Param, TaskSignature, TaskState
+from fastworker_protocol import ErrorCode, Outcome, Param, TaskSignature, TaskState
 
 NOW = 1_000_000.0
 
@@ -61,6 +61,19 @@ def test_cron_follows_its_time_zone_across_a_dst_change() -> None:
 def test_unusable_schedules_are_refused(signature: TaskSignature) -> None:
     with pytest.raises(BadSchedule):
         Periodic.of(signature, NOW)
+
+
+@pytest.mark.parametrize("cron", ["*/10 * * * * *", "0 0 1 1 * 2030", "* * * *", ""])
+def test_a_cron_expression_without_exactly_five_fields_is_refused_saying_so(cron: str) -> None:
+    with pytest.raises(BadSchedule, match="a cron expression has 5 fields"):
+        Periodic.of(TaskSignature(name="p", cron=cron), NOW)
+
+
+def test_a_registration_with_a_six_field_cron_is_an_invalid_message() -> None:
+    with pytest.raises(Rejected) as refused:
+        board_with(TaskSignature(name="p", cron="*/10 * * * * *"))
+    assert refused.value.code == ErrorCode.INVALID_MESSAGE
+    assert "5 fields" in refused.value.message
 
 
 def board_with(signature: TaskSignature) -> TaskBoard:

@@ -12,6 +12,7 @@ from fastworker_control_plane.dashboard import views
 from fastworker_control_plane.engine import Engine
 from fastworker_control_plane.events import Event
 from fastworker_protocol import (
+    MAX_NESTING,
     Outcome,
     Param,
     Priority,
@@ -300,6 +301,34 @@ def test_a_tasks_detail_adds_arguments_result_eta_and_its_trace_id() -> None:
         "trace_id": TRACE_ID,
     }
     assert is_json(document)
+
+
+def nested(depth: int) -> object:
+    value: object = "bottom"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_a_tasks_detail_of_any_value_is_json_deep_results_cut_at_the_nesting_limit() -> None:
+    engine = make_engine(BoardConfig(result_keep_arguments=True))
+    ext = msgspec.msgpack.Ext(7, b"opaque")
+    deepest_admitted = nested(MAX_NESTING - 2)  # in a list in the args array: the limit
+    submit(engine, TaskSpec(name="add", id="a", args=[[deepest_admitted, ext]]))
+    dispatched(engine)
+    engine.board.report("w1", [], [Outcome(task_id="a", ok=True, result=nested(900))], NOW + 1)
+    record = engine.board.record("a", NOW + 1, count=False)
+    assert record is not None
+
+    document = views.task_detail(record)
+
+    assert document["args"] == [[deepest_admitted, "ext(7, 6 bytes)"]]  # the whole of it
+    cut = document["result"]
+    for _ in range(MAX_NESTING):  # a subworker's result may nest deeper: cut, not a 500
+        assert isinstance(cut, list)
+        cut = cut[0]
+    assert cut == "..."
+    msgspec.json.encode(document)
 
 
 def test_a_finished_tasks_detail_says_its_arguments_were_not_kept(engine: Engine) -> None:

@@ -110,6 +110,11 @@ class ControlPlaneCollector(Collector):
         for state, n in by_state.items():
             workers.add_metric([str(state)], n)
         yield workers
+        yield GaugeMetricFamily(
+            "fastworker_waits_held",
+            "Held submit/get waits, one per task waited on (a leak shows here first)",
+            value=len(self._engine.waiters),
+        )
 
     def _result_cache(self) -> Iterator[Metric]:
         cache = self._engine.board.results

@@ -1,11 +1,12 @@
-"""Whether one submitted task can be accepted at all: it fits a dispatch message, a
-registered task has its name, and its arguments bind to that task's signature."""
+"""Whether one submitted task can be accepted at all: its arguments nest no deeper than
+the protocol allows, it fits a dispatch message, a registered task has its name, and its
+arguments bind to that task's signature."""
 
 from __future__ import annotations
 
 from fastworker_control_plane.core.arguments import ArgumentChecker
 from fastworker_control_plane.core.rejected import Rejected
-from fastworker_protocol import ErrorCode, TaskSpec
+from fastworker_protocol import MAX_NESTING, ErrorCode, TaskSpec, nesting_depth
 
 
 def refusal(
@@ -19,6 +20,10 @@ def refusal(
 ) -> Rejected | None:
     """Why the ``index``-th task of a submission (``size`` bytes encoded) is refused, or
     ``None`` if it is acceptable."""
+    if (problem := _too_deep(spec)) is not None:
+        # First: such a task could be accepted, then fail to encode in the journal, the
+        # dashboard or an ``assign`` (encoders recurse), and its size is not even known.
+        return Rejected(ErrorCode.INVALID_ARGUMENTS, problem, index=index, task_name=spec.name)
     if size > max_bytes:
         return Rejected(
             ErrorCode.OVERSIZE,
@@ -36,4 +41,14 @@ def refusal(
     problem = checker.problem(spec.args, spec.kwargs)
     if problem is not None:
         return Rejected(ErrorCode.INVALID_ARGUMENTS, problem, index=index, task_name=spec.name)
+    return None
+
+
+def _too_deep(spec: TaskSpec) -> str | None:
+    for name, value in (("args", spec.args), ("kwargs", spec.kwargs)):
+        if nesting_depth(value, MAX_NESTING) > MAX_NESTING:
+            return (
+                f"{spec.name}(): {name} nest more than {MAX_NESTING} arrays and maps deep "
+                f"(the {name} {'array' if name == 'args' else 'map'} itself counting as one)"
+            )
     return None

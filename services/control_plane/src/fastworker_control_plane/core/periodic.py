@@ -22,6 +22,7 @@ from fastworker_protocol import ScheduleInfo, TaskSignature
 
 MIN_INTERVAL = 0.01  # seconds between ticks of a periodic task, at least
 MAX_INTERVAL = 366 * 24 * 3600.0  # and at most a year
+CRON_FIELDS = 5
 
 
 class BadSchedule(ValueError):
@@ -38,6 +39,17 @@ class PeriodicState(msgspec.Struct, array_like=True):
     times_run: int
     skipped: int
     current: str | None
+
+
+def _check_fields(name: str, cron: str) -> None:
+    """Five fields, as PROTOCOL.md says: cronsim would also take a sixth (seconds), which
+    other peers and the docs know nothing of."""
+    fields = cron.split()
+    if len(fields) != CRON_FIELDS:
+        raise BadSchedule(
+            f"{name}: a cron expression has {CRON_FIELDS} fields (minute hour day-of-month "
+            f"month day-of-week), {cron!r} has {len(fields)}"
+        )
 
 
 @dataclass
@@ -67,6 +79,8 @@ class Periodic:
                 f"{signature.name}: repeat_interval must be between {MIN_INTERVAL:g} and "
                 f"{MAX_INTERVAL:g} seconds, not {interval!r}"
             )
+        if signature.cron is not None:
+            _check_fields(signature.name, signature.cron)
         try:
             tz = ZoneInfo(signature.cron_tz)
         except (ZoneInfoNotFoundError, ValueError) as exc:

@@ -13,7 +13,7 @@ from fastworker.tracing import trace_id_of
 from fastworker_control_plane.core.records import TaskRecord
 from fastworker_control_plane.engine import Engine
 from fastworker_control_plane.events import Event
-from fastworker_protocol import Priority, TaskError, TaskResult
+from fastworker_protocol import MAX_NESTING, Priority, TaskError, TaskResult
 
 SNAPSHOT_THROUGHPUT = 5  # seconds of throughput in each snapshot (the newest still filling)
 
@@ -126,13 +126,22 @@ def snapshot(engine: Engine, me: Identity, now: float) -> dict[str, Any]:
     }
 
 
-def json_safe(value: Any) -> Any:
-    """``value`` with every mapping key a string: msgpack carries keys such as ``None``,
-    ``True`` or tuples that JSON cannot, so those become their ``repr``."""
+def json_safe(value: Any, depth: int = MAX_NESTING) -> Any:
+    """``value`` as JSON can carry it, so that no task makes its page fail: msgpack carries
+    map keys such as ``None``, ``True`` or tuples that JSON cannot (they become their
+    ``repr``) and extension values (they become ``"ext(code, N bytes)"``); containers
+    nested past ``depth`` become ``"..."`` (only a result can nest that deep: arguments
+    deeper than ``MAX_NESTING`` are refused, and encoders recurse)."""
+    if isinstance(value, dict | list | tuple) and depth <= 0:
+        return "..."
     if isinstance(value, dict):
-        return {k if isinstance(k, str) else repr(k): json_safe(v) for k, v in value.items()}
+        return {
+            k if isinstance(k, str) else repr(k): json_safe(v, depth - 1) for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
+        return [json_safe(v, depth - 1) for v in value]
+    if isinstance(value, msgspec.msgpack.Ext):
+        return f"ext({value.code}, {memoryview(value.data).nbytes} bytes)"
     return value
 
 

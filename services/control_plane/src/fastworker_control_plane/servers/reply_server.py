@@ -6,7 +6,11 @@ blocks nobody else. Receivers are elastic: there are always a few idle contexts 
 more are opened as requests arrive, and surplus ones close once they have answered.
 
 Whatever arrives, the caller gets a reply: bytes that do not decode, ops this socket
-does not serve and handler bugs all become ``Error`` messages with stable codes.
+does not serve and handler bugs all become ``Error`` messages with stable codes. With an
+auth token, a request without it gets ``unauthorized`` before anything else about it is
+looked at. Two exceptions, both about the connection rather than the request: a request
+whose connection has closed is not answered (its handler is cancelled), and a connection
+that lets too many replies pile up unread is closed (see ``connections``).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import pynng
 import structlog
 
 from fastworker_control_plane.core.rejected import Rejected
+from fastworker_control_plane.servers.connections import Connections
 from fastworker_protocol import (
     Codec,
     DecodeError,
@@ -37,6 +42,13 @@ Handler = Callable[[Message, int], Awaitable[Message]]
 
 _MIN_IDLE = 4
 _MAX_IDLE = 16
+# Replies queued for one connection that NNG has not taken yet. The bytes allow one reply
+# of the largest size behind another; the count is far above what the SDK ever has queued
+# (its replies are taken as fast as they come) and keeps a peer sending a flood of small
+# requests without reading from holding thousands of contexts.
+_MAX_QUEUED_MESSAGES = 2  # in units of max_message_size
+_MAX_QUEUED_REPLIES = 10_000
+_UNAUTHORIZED = "missing or wrong auth token"
 
 
 class ReplyServer:
@@ -48,6 +60,8 @@ class ReplyServer:
         handler: Handler,
         serves: tuple[type[Message], ...],
         auth: str | None = None,
+        *,
+        max_queued_replies: int = _MAX_QUEUED_REPLIES,
     ) -> None:
         self.name = name
         self._socket = socket
@@ -55,13 +69,35 @@ class ReplyServer:
         self._handler = handler
         self._serves = serves
         self._auth = None if auth is None else auth.encode()
+        self._unauthorized = codec.encode(Error(code=ErrorCode.UNAUTHORIZED, message=_UNAUTHORIZED))
+        self.connections = Connections(
+            _MAX_QUEUED_MESSAGES * codec.max_message_size, max_queued_replies
+        )
         self._idle = 0
         self._receivers: set[asyncio.Task[None]] = set()
         self._contexts: set[pynng.Context] = set()
         self._answering: set[asyncio.Task[None]] = set()
         self._closing = False
 
+    @property
+    def idle(self) -> int:
+        """Contexts waiting for a request."""
+        return self._idle
+
+    @property
+    def contexts(self) -> int:
+        """Contexts open: idle ones, and those answering a request."""
+        return len(self._contexts)
+
     def start(self) -> None:
+        loop = asyncio.get_running_loop()
+
+        def removed(pipe: pynng.Pipe) -> None:  # on an NNG thread
+            with contextlib.suppress(RuntimeError):  # the loop has closed
+                loop.call_soon_threadsafe(self._pipe_closed, pipe.id)
+
+        # Added to, not replacing, what the socket's owner listens to (app.py's registration).
+        self._socket.add_post_pipe_remove_cb(removed)
         for _ in range(_MIN_IDLE):
             self._spawn()
 
@@ -106,11 +142,13 @@ class ReplyServer:
                 self._answering.add(me)
                 if self._idle < _MIN_IDLE:
                     self._spawn()
-                reply = await self.reply_to(request.bytes, _pipe_id(request))
+                pipe: pynng.Pipe | None = request.pipe
+                reply = await self._answer(request.bytes, _pipe_id(pipe), me)
                 # Let go of both before waiting for the next request: an idle context
                 # kept its last ones alive (16 MB requests held 150 MB between them).
                 del request
-                await context.asend(reply)
+                if reply is not None:
+                    await self._send(context, reply, pipe)
                 del reply
                 self._answering.discard(me)
                 if self._idle >= _MAX_IDLE:
@@ -123,18 +161,67 @@ class ReplyServer:
             with contextlib.suppress(pynng.NNGException):
                 context.close()
 
+    async def _answer(self, data: bytes, pipe_id: int, handler: asyncio.Task[None]) -> bytes | None:
+        """The reply, or ``None`` when the request's connection is gone (then the handler
+        is cancelled if it closes meanwhile, and nothing is answered)."""
+        if pipe_id < 0:
+            return await self.reply_to(data, pipe_id)
+        if self.connections.is_gone(pipe_id):
+            return None
+        self.connections.handling(pipe_id, handler)
+        try:
+            return await self.reply_to(data, pipe_id)
+        finally:
+            self.connections.handled(pipe_id, handler)
+
+    async def _send(self, context: pynng.Context, reply: bytes, pipe: pynng.Pipe | None) -> None:
+        """Queue ``reply`` for its connection, unless that makes the connection's unread
+        replies too many: then the connection is closed instead."""
+        pipe_id = _pipe_id(pipe)
+        if pipe is None or pipe_id < 0:
+            await context.asend(reply)
+            return
+        if self.connections.is_gone(pipe_id):
+            return
+        size = len(reply)
+        if not self.connections.fits(pipe_id, size):
+            self._cut(pipe, pipe_id)
+            return
+        self.connections.queued(pipe_id, size)
+        try:
+            await context.asend(reply)
+        finally:
+            self.connections.sent(pipe_id, size)
+
+    def _cut(self, pipe: pynng.Pipe, pipe_id: int) -> None:
+        log.warning(
+            "closing a connection that does not read its replies",
+            server=self.name,
+            pipe=pipe_id,
+            peer=_peer(pipe),
+            max_replies=self.connections.max_replies,
+            max_bytes=self.connections.max_bytes,
+        )
+        self._pipe_closed(pipe_id)  # at once: its other requests are not handled or sent
+        with contextlib.suppress(pynng.NNGException):
+            pipe.close()
+
+    def _pipe_closed(self, pipe_id: int) -> None:
+        cancelled = self.connections.closed(pipe_id)
+        if cancelled:
+            log.debug("peer gone: requests dropped", server=self.name, pipe=pipe_id, n=cancelled)
+
     async def reply_to(self, data: bytes, pipe_id: int) -> bytes:
         """The encoded reply to one request's bytes. Never raises (but for cancellation)."""
+        if self._auth is not None and not self._authorized(data):
+            # Nothing else is said to a peer without the token: not whether its bytes
+            # decode, nor what ops exist, nor which this socket serves.
+            return self._unauthorized
         try:
             message = self._codec.decode(data)
         except DecodeError as exc:
             log.warning("bad request", server=self.name, code=exc.code, error=str(exc))
             return self._error(exc.code, str(exc))
-        if self._auth is not None and not hmac.compare_digest(
-            (message.auth or "").encode(), self._auth
-        ):
-            # Nothing else is said to a peer without the token: not even what ops exist.
-            return self._error(ErrorCode.UNAUTHORIZED, "missing or wrong auth token")
         if not isinstance(message, self._serves):
             served = ", ".join(message_op(m) for m in self._serves)
             return self._error(
@@ -156,12 +243,26 @@ class ReplyServer:
             log.exception("handler failed", server=self.name, op=message_op(message))
             return self._error(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
 
+    def _authorized(self, data: bytes) -> bool:
+        assert self._auth is not None
+        token = self._codec.auth_of(data)  # read before anything else of the request
+        given = b"" if token is None else token.encode()
+        return hmac.compare_digest(given, self._auth)
+
     def _error(self, code: ErrorCode, message: str) -> bytes:
         return self._codec.encode(Error(code=code, message=message))
 
 
-def _pipe_id(message: pynng.Message) -> int:
+def _pipe_id(pipe: pynng.Pipe | None) -> int:
+    """The connection's id; -1 if unknown (pynng lost the race with its closing)."""
     try:
-        return int(message.pipe.id)
-    except (AttributeError, KeyError, pynng.NNGException):
+        return -1 if pipe is None else int(pipe.id)
+    except pynng.NNGException:
         return -1
+
+
+def _peer(pipe: pynng.Pipe) -> str:
+    try:
+        return str(pipe.remote_address)
+    except (AttributeError, pynng.NNGException):
+        return "?"

@@ -1,0 +1,144 @@
+"""What one connection can make a real control plane hold: requests whose peer hung up are
+let go, a peer that never reads its replies is disconnected, and a client with thousands of
+requests in flight on one connection is served in full."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import socket
+import struct
+import time
+
+import aiohttp
+import msgspec
+import pynng
+from harness import Cluster, wait_until
+from test_backpressure import rss_mib
+
+from fastworker import TaskStatus
+
+ABANDONED = 5_000
+CUT_WARNING = "closing a connection that does not read its replies"
+
+
+async def waits_held(http: aiohttp.ClientSession, base: str) -> float:
+    async with http.get(f"{base}/metrics") as response:
+        text = await response.text()
+    found = re.search(r"^fastworker_waits_held (\S+)$", text, re.MULTILINE)
+    assert found is not None, "no fastworker_waits_held gauge"
+    return float(found.group(1))
+
+
+async def test_result_waits_whose_peers_hung_up_are_let_go(
+    cluster: Cluster, http: aiohttp.ClientSession
+) -> None:
+    # Given a task that stays scheduled for hours
+    control_plane = cluster.control_plane()
+    async with cluster.client() as client:
+        await cluster.workers(client, 1)
+        task_id = await client.delay("add", 1, 2, countdown=7200)
+        before = rss_mib(control_plane.pid)
+
+        # When 5,000 peers each ask to wait an hour for it, then close their connection
+        address = f"tcp://127.0.0.1:{cluster.base_port + 4}"
+        ask = msgspec.msgpack.encode({"op": "get", "task_ids": [task_id], "wait": 3600.0})
+        for _ in range(ABANDONED // 250):
+            peers = [pynng.Req0(dial=address) for _ in range(250)]
+            for peer in peers:
+                peer.send(ask)
+            for peer in peers:
+                peer.close()
+
+        # Then no wait is held for them, memory is back near where it was
+        async def none_held() -> bool:
+            return await waits_held(http, cluster.http) == 0
+
+        await wait_until(none_held, 30, "every abandoned wait let go")
+        grew = rss_mib(control_plane.pid) - before
+        print(f"RSS after {ABANDONED} abandoned waits: +{grew:.1f} MiB")
+        assert grew < 20
+        # And a live client is served, its own wait included
+        assert (await client.submit_task("add", (2, 2))).result == 4
+        waited_for = await client.get_task_result(task_id)
+        assert waited_for is not None
+        assert waited_for.status == TaskStatus.SCHEDULED
+
+
+def never_reading_peer(port: int) -> socket.socket:
+    """An SP REQ peer written by hand (PROTOCOL.md section 3), so it can stop reading."""
+    peer = socket.create_connection(("127.0.0.1", port))
+    peer.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    peer.sendall(b"\x00SP\x00\x00\x30\x00\x00")
+    assert peer.recv(8)[:4] == b"\x00SP\x00"
+    return peer
+
+
+def send_requests(peer: socket.socket, body: bytes, count: int) -> None:
+    """``count`` requests in one write: the control plane may cut the connection as soon
+    as it has read a few of them, and a later write would then fail."""
+    frames = []
+    for request_id in range(1, count + 1):
+        payload = struct.pack(">I", 0x80000000 | request_id) + body
+        frames.append(struct.pack(">Q", len(payload)) + payload)
+    peer.sendall(b"".join(frames))
+
+
+def read_to_the_end(peer: socket.socket) -> int:
+    """Bytes read until the control plane closes the connection (10 s at most)."""
+    peer.settimeout(10)
+    total = 0
+    try:
+        while chunk := peer.recv(1 << 20):
+            total += len(chunk)
+    except ConnectionResetError:
+        pass
+    return total
+
+
+async def test_a_peer_that_never_reads_its_replies_is_disconnected(cluster: Cluster) -> None:
+    # Given a 4 MB result
+    control_plane = cluster.control_plane()
+    async with cluster.client() as client:
+        await cluster.workers(client, 1)
+        task_id = (await client.submit_task("text_of", (4_000_000,))).task_id
+        before = rss_mib(control_plane.pid)
+
+        # When one connection asks for it 150 times and never reads a reply
+        peer = never_reading_peer(cluster.base_port + 4)
+        try:
+            ask = msgspec.msgpack.encode({"op": "get", "task_ids": [task_id]})
+            await asyncio.to_thread(send_requests, peer, ask, 150)
+
+            # Then the control plane closes that connection, saying so, instead of
+            # queueing 600 MB of replies for it
+            async def warned() -> bool:
+                return CUT_WARNING in control_plane.output()
+
+            await wait_until(warned, 30, "the warning")
+            assert await asyncio.to_thread(read_to_the_end, peer) < 64 << 20
+        finally:
+            peer.close()
+        grew = rss_mib(control_plane.pid) - before
+        print(f"RSS after 150 unread 4 MB replies: +{grew:.1f} MiB")
+        assert grew < 100
+        # And everyone else is served
+        result = await client.get_task_result(task_id)
+        assert result is not None
+        assert len(result.result) == 4_000_000
+
+
+async def test_thousands_of_requests_in_flight_on_one_connection_are_all_answered(
+    cluster: Cluster,
+) -> None:
+    control_plane = cluster.control_plane(local_concurrency=8)
+    async with cluster.client(timeout=60) as client:
+        await cluster.workers(client, 1)
+        started = time.monotonic()
+        ids = await asyncio.gather(*(client.delay("add", i, 1) for i in range(5_000)))
+        results = await asyncio.gather(*(client.wait_result(t) for t in ids))
+        reads = await asyncio.gather(*(client.get_task_result(t) for t in ids))
+        print(f"5,000 delays, waits and reads in {time.monotonic() - started:.1f} s")
+    assert [r.result for r in results] == [i + 1 for i in range(5_000)]
+    assert all(r is not None and r.status == TaskStatus.SUCCESS for r in reads)
+    assert CUT_WARNING not in control_plane.output()
