@@ -114,3 +114,12 @@ def refused(path: str, succeed_on: int) -> int:
     if count < succeed_on:
         raise ConnectionRefusedError(f"refused, attempt {count}")
     return count
+
+
+@task
+def nested(depth: int) -> object:
+    """A result ``depth`` arrays deep."""
+    value: list[object] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 
+import pytest
 from harness import Cluster
 
 from fastworker import Client, Priority, TaskStatus
@@ -67,6 +68,23 @@ async def test_a_result_that_cannot_be_sent_is_a_clear_failure(client: Client) -
     assert result.status == TaskStatus.FAILURE
     assert result.error is not None
     assert result.error.reason == "unserializable_result"
+
+
+@pytest.mark.parametrize("depth", [33, 5000], ids=["just-past-the-limit", "deep"])
+async def test_a_result_nested_past_the_protocols_limit_is_a_clear_failure(
+    cluster: Cluster, depth: int
+) -> None:
+    cluster.control_plane(local_concurrency=0)
+    cluster.subworker(concurrency=1)
+    async with cluster.client() as client:
+        await cluster.workers(client, 1)
+        result = await client.submit_task("nested", args=(depth,), timeout=10)
+        follow = await client.submit_task("add", args=(1, 1), timeout=10)
+    assert result.status == TaskStatus.FAILURE
+    assert result.error is not None
+    assert result.error.reason == "unserializable_result"
+    assert "nests deeper than the protocol's 32 arrays and maps" in result.error.message
+    assert follow.result == 2
 
 
 async def test_values_of_every_msgpack_type_round_trip(client: Client) -> None:

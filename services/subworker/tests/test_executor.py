@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from fastworker import TaskRegistry, task
-from fastworker_protocol import Assignment, FailureReason
+from fastworker_protocol import MAX_NESTING, Assignment, FailureReason
 from fastworker_subworker.executor import Executor
 
 
@@ -261,3 +261,40 @@ def test_an_unserializable_result_is_never_retryable(
     outcome = executor.run_sync(run("opaque"))
     assert outcome.error is not None
     assert (outcome.error.reason, outcome.retryable) == (FailureReason.UNSERIALIZABLE_RESULT, False)
+
+
+def nested(depth: int) -> list[object]:
+    value: list[object] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("depth", [MAX_NESTING + 1, 5000], ids=["just-past-the-limit", "deep"])
+def test_a_result_nested_past_the_protocols_limit_is_an_unserializable_result(
+    registry: TaskRegistry, executor: Executor, depth: int
+) -> None:
+    # Given a task whose result nests deeper than the protocol allows (or msgspec recurses)
+    @task(registry=registry)
+    def deep() -> object:
+        return nested(depth)
+
+    # When it runs
+    outcome = executor.run_sync(run("deep"))
+    # Then it is a clear failure, not a crash (nor a frame the control plane would refuse)
+    assert outcome.error is not None
+    assert outcome.error.reason == FailureReason.UNSERIALIZABLE_RESULT
+    assert (
+        f"nests deeper than the protocol's {MAX_NESTING} arrays and maps" in outcome.error.message
+    )
+
+
+def test_a_result_nested_exactly_to_the_limit_comes_back(
+    registry: TaskRegistry, executor: Executor
+) -> None:
+    @task(registry=registry)
+    def deep() -> object:
+        return nested(MAX_NESTING)
+
+    outcome = executor.run_sync(run("deep"))
+    assert (outcome.ok, outcome.result) == (True, nested(MAX_NESTING))

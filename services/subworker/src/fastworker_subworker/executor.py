@@ -17,7 +17,14 @@ from typing import Any
 import msgspec
 
 from fastworker import Task, TaskRegistry
-from fastworker_protocol import Assignment, FailureReason, Outcome, TaskError
+from fastworker_protocol import (
+    MAX_NESTING,
+    Assignment,
+    FailureReason,
+    Outcome,
+    TaskError,
+    nesting_depth,
+)
 from fastworker_subworker.instrument import TaskInstrument
 
 
@@ -80,13 +87,26 @@ def _retryable(task: Task[..., Any] | None, exc: BaseException) -> bool | None:
 
 def _success(assignment: Assignment, started: float, value: Any) -> Outcome:
     try:
-        portable = msgspec.to_builtins(value, builtin_types=(bytes, bytearray, memoryview))
+        portable = _portable(value)
     except (TypeError, ValueError, OverflowError) as exc:
         unportable = TypeError(f"result of type {type(value).__name__} cannot be sent: {exc}")
         return _failure(assignment, started, unportable, False, FailureReason.UNSERIALIZABLE_RESULT)
     return Outcome(
         task_id=assignment.id, ok=True, result=portable, started_at=started, finished_at=time.time()
     )
+
+
+def _portable(value: Any) -> Any:
+    """``value`` as builtins msgpack can carry, within the protocol's nesting limit: the
+    control plane, its journal and its dashboard must all be able to encode it again."""
+    too_deep = f"it nests deeper than the protocol's {MAX_NESTING} arrays and maps"
+    try:
+        portable = msgspec.to_builtins(value, builtin_types=(bytes, bytearray, memoryview))
+    except RecursionError:  # deeper than msgspec recurses: far past the limit
+        raise ValueError(too_deep) from None
+    if nesting_depth(portable) > MAX_NESTING:
+        raise ValueError(too_deep)
+    return portable
 
 
 def _failure(
