@@ -67,6 +67,8 @@ class PriorityQueues:
         """The oldest queued id of the most urgent priority among tasks named in
         ``names`` (every name if ``None``), or ``None``."""
         for priority, fifos in self._fifos.items():
+            if not self._depth[priority]:  # nothing live there (dead ids are skipped anyway)
+                continue
             best: deque[tuple[int, str]] | None = None
             for name in _candidates(fifos, names):
                 fifo = self._head(fifos, name, is_queued)
