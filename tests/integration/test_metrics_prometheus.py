@@ -308,6 +308,7 @@ async def test_the_exposition_names_series_by_convention_and_never_labels_a_task
         "fastworker_subworkers_connected",
         "fastworker_result_cache_size",
         "fastworker_result_cache_bytes",
+        "fastworker_waits_held",
         "fastworker_control_plane_info",
         "fastworker_subworker_in_flight",
         "fastworker_subworker_concurrency",
