@@ -4,6 +4,8 @@ always fit their reply however large the cached results are."""
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from pathlib import Path
 
 import aiohttp
@@ -145,3 +147,19 @@ async def test_a_listing_of_more_tasks_than_a_message_holds_says_there_are_more(
     # Then the reply lists as many as fit, and says more matched
     assert 20 < len(reply.tasks) < 200
     assert reply.more is True
+
+    # And the SDK's page and the CLI say so too
+    async with cluster.client(max_message_size=16384) as client:
+        page = await client.list_tasks(limit=1000)
+    assert (len(page), page.more) == (len(reply.tasks), True)
+    listing = await asyncio.create_subprocess_exec(
+        sys.executable,
+        *("-m", "fastworker.cli", "tasks", "--limit", "1000"),
+        *("--discovery-address", cluster.discovery),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+        env=cluster.env(),
+    )
+    _, stderr = await asyncio.wait_for(listing.communicate(), 60)
+    assert listing.returncode == 0, stderr
+    assert f"only {len(page)} tasks fit one reply" in stderr.decode()

@@ -11,7 +11,7 @@ async with Client() as client:
 """
 
 from fastworker._task import Task, TaskRegistry, default_registry, task
-from fastworker.client import BatchItem, Client, unwrap
+from fastworker.client import BatchItem, Client, TaskPage, unwrap
 from fastworker.errors import (
     ControlPlaneUnavailable,
     FastWorkerError,
@@ -49,6 +49,7 @@ __all__ = [
     "TaskError",
     "TaskFailed",
     "TaskNotFound",
+    "TaskPage",
     "TaskRegistry",
     "TaskResult",
     "TaskStatus",

@@ -77,6 +77,15 @@ class BatchItem:
     priority: Priority | str | None = None
 
 
+class TaskPage(list[TaskResult]):
+    """What ``list_tasks`` returns: the tasks, most recent first, and ``more``: whether
+    matching tasks within the limit were left out because they did not fit one reply
+    (ask for fewer, or by status). A listed task whose result was too large to list has
+    ``truncated`` set; ``wait_result``/``get_task_result`` return it whole."""
+
+    more: bool = False
+
+
 class Client:
     """Async FastWorker client.
 
@@ -391,14 +400,14 @@ class Client:
         )
         return reply.changed
 
-    async def list_tasks(
-        self, status: TaskState | str | None = None, limit: int = 100
-    ) -> list[TaskResult]:
+    async def list_tasks(self, status: TaskState | str | None = None, limit: int = 100) -> TaskPage:
         state = TaskState(status) if status is not None else None
         reply = await self._request(
             self._results_channel(), ListTasks(status=state, limit=limit), TaskList, None
         )
-        return reply.tasks
+        page = TaskPage(reply.tasks)
+        page.more = reply.more
+        return page
 
     async def list_schedules(self) -> list[ScheduleInfo]:
         """The periodic tasks: their schedule, next and last run, runs and skipped ticks."""

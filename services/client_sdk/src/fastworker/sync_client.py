@@ -14,7 +14,7 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from fastworker._callbacks import Callback
-from fastworker.client import BatchItem, Client, TaskRef
+from fastworker.client import BatchItem, Client, TaskPage, TaskRef
 from fastworker_protocol import (
     DEFAULT_DISCOVERY_ADDRESS,
     Priority,
@@ -186,9 +186,7 @@ class SyncClient:
     def cancel_task(self, task_id: str) -> bool:
         return self._run(self._client.cancel_task(task_id))
 
-    def list_tasks(
-        self, status: TaskState | str | None = None, limit: int = 100
-    ) -> list[TaskResult]:
+    def list_tasks(self, status: TaskState | str | None = None, limit: int = 100) -> TaskPage:
         return self._run(self._client.list_tasks(status, limit))
 
     def list_schedules(self) -> list[ScheduleInfo]:

@@ -243,6 +243,12 @@ def _tasks(args: argparse.Namespace) -> int:
                     for t in tasks
                 ],
             )
+        if tasks.more:
+            print(
+                f"fastworker: only {len(tasks)} tasks fit one reply; narrow the listing with "
+                "--status or --limit to see the others",
+                file=sys.stderr,
+            )
         return EXIT_OK
 
     return _with_client(args, body)
