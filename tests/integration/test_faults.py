@@ -119,3 +119,39 @@ async def test_tasks_finished_while_the_control_plane_was_frozen_past_its_heartb
 async def _all_running(client: Client, ids: list[str]) -> bool:
     results = [await client.get_task_result(t) for t in ids]
     return all(r is not None and r.status == TaskStatus.RUNNING for r in results)
+
+
+async def test_a_draining_subworker_expelled_meanwhile_still_hands_over_its_outcomes(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # Given a subworker running a 2 s task for a control plane with a 1 s heartbeat timeout,
+    # and no other worker to run it again
+    cluster.control_plane("--heartbeat-timeout", "1", local_concurrency=0)
+    worker = cluster.subworker("--shutdown-timeout", "30", concurrency=1)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    async with cluster.client() as client:
+        await cluster.workers(client, 1)
+        [task_id] = [await client.delay("mark", str(marks), 0, 2.0)]
+        await wait_until(lambda: _all_running(client, [task_id]), what="the task to run")
+        # When it is told to drain, then frozen until the control plane expels it
+        worker.signal(signal.SIGTERM)
+
+        async def draining() -> bool:
+            return [w.state for w in await client.list_workers()] == ["draining"]
+
+        await wait_until(draining, what="the subworker to drain")
+        worker.signal(signal.SIGSTOP)
+        try:
+
+            async def expelled() -> bool:
+                return not await client.list_workers()
+
+            await wait_until(expelled, what="the control plane to expel it")
+        finally:
+            worker.signal(signal.SIGCONT)
+        # Then it registers again just to hand over the outcome: the task ran once
+        result = await client.wait_result(task_id, timeout=30)
+    assert (result.status, result.attempts) == (TaskStatus.SUCCESS, 1)
+    assert [p.name.split(".")[0] for p in marks.iterdir()] == ["0"]
+    assert worker.wait() == 0

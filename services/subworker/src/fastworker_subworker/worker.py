@@ -229,9 +229,20 @@ class Subworker:
         await self._drain(runner, exchange)
         self._advance(WorkerEvent.STOP)
         if self._link.connected:
-            await exchange.settle(_GOODBYE_TIMEOUT, lambda: self.registered)
+            await self._hand_over(exchange)
             with contextlib.suppress(ControlPlaneUnavailable, Timeout, RequestRejected):
                 await self._link.unregister(_GOODBYE_TIMEOUT)
+
+    async def _hand_over(self, exchange: Exchange) -> None:
+        """Send what is left before leaving. A control plane that forgot this worker (it
+        restarted, or expelled it during a freeze) still takes finished outcomes once it
+        registers again, so those tasks need not run twice: try that twice at most."""
+        for _ in range(2):
+            if not await self._registered():
+                return
+            await exchange.settle(_GOODBYE_TIMEOUT, lambda: self.registered)
+            if self.registered or not self._outbox.pending:
+                return
 
     async def _locate(self, discovery: DiscoveryPeer | None) -> str | None:
         assert discovery is not None
@@ -253,12 +264,14 @@ class Subworker:
         if self._exchange is not None:
             self._exchange.link = self._link
         signatures = [t.signature() for t in self.registry]
-        while not self._stop_requested.is_set():
+        while True:
             try:
                 registered = await self._link.register(
                     self.config.name, self.config.concurrency, signatures
                 )
             except (ControlPlaneUnavailable, Timeout) as exc:
+                if self._stop_requested.is_set():  # stopping: one try per call is enough
+                    return False
                 log.warning("registration failed; retrying", error=str(exc))
                 await self._pause()
                 continue
@@ -271,8 +284,11 @@ class Subworker:
                 control_plane=registered.control_plane_id,
                 tasks=self.registry.names(),
             )
+            if self._stop_requested.is_set():
+                # Back only to hand over what finished while it drains: it takes no work.
+                with contextlib.suppress(ControlPlaneUnavailable, Timeout, RequestRejected):
+                    await self._link.drain(_GOODBYE_TIMEOUT)
             return True
-        return False
 
     async def _registered(self) -> bool:
         """Register again first if the control plane has forgotten this worker."""
