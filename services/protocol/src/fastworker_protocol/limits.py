@@ -42,6 +42,8 @@ def nesting_depth(value: object, limit: int = MAX_NESTING) -> int:
     The walk is iterative (no recursion to exhaust) and stops as soon as it is past
     ``limit``, returning ``limit + 1``; containers holding only scalars are skipped in C.
     """
+    if _flat(value):  # the common case (plain arguments), decided in C
+        return 1
     deepest = 0
     stack: list[tuple[object, int]] = [(value, 1)] if isinstance(value, _CONTAINERS) else []
     while stack:
@@ -54,6 +56,22 @@ def nesting_depth(value: object, limit: int = MAX_NESTING) -> int:
             continue
         stack.extend((c, depth + 1) for c in children if isinstance(c, _CONTAINERS))
     return deepest
+
+
+_SCALARS = frozenset({int, float, str, bytes, bool, type(None)})
+
+
+def _flat(value: object) -> bool:
+    """A list, tuple or dict holding scalars only (its depth is 1)."""
+    kind = type(value)
+    if kind is list or kind is tuple:
+        return _SCALARS.issuperset(map(type, value))  # type: ignore[call-overload]
+    if kind is dict:
+        items: dict[object, object] = value  # type: ignore[assignment]
+        return _SCALARS.issuperset(map(type, items)) and _SCALARS.issuperset(
+            map(type, items.values())
+        )
+    return False
 
 
 def _children(node: object) -> Sequence[object]:

@@ -46,7 +46,7 @@ def refusal(
 
 def _too_deep(spec: TaskSpec) -> str | None:
     for name, value in (("args", spec.args), ("kwargs", spec.kwargs)):
-        if nesting_depth(value, MAX_NESTING) > MAX_NESTING:
+        if value and nesting_depth(value, MAX_NESTING) > MAX_NESTING:  # empty: depth 1
             return (
                 f"{spec.name}(): {name} nest more than {MAX_NESTING} arrays and maps deep "
                 f"(the {name} {'array' if name == 'args' else 'map'} itself counting as one)"

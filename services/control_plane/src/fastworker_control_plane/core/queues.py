@@ -37,7 +37,10 @@ class PriorityQueues:
     def push(self, task_id: str, name: str, priority: Priority, *, front: bool = False) -> int:
         """Queue at the back, or at the front for a task that was already waiting its
         turn; returns the task's sequence number."""
-        fifo = self._fifos[priority].setdefault(name, deque())
+        fifos = self._fifos[priority]
+        fifo = fifos.get(name)
+        if fifo is None:
+            fifo = fifos[name] = deque()
         if front:
             self._front -= 1
             fifo.appendleft((self._front, task_id))

@@ -21,6 +21,9 @@ from fastworker_protocol import (
 _encoder = msgspec.msgpack.Encoder()
 
 
+_RECORD_BYTES = 128  # about what a final record's fixed fields encode to
+
+
 class TaskRecord(msgspec.Struct, gc=False, array_like=True, omit_defaults=True):
     """Mutable; like the messages, never part of a reference cycle (see ``Record``)."""
 
@@ -77,9 +80,18 @@ class TaskRecord(msgspec.Struct, gc=False, array_like=True, omit_defaults=True):
         return msgspec.structs.replace(self, line=None, final=None)
 
     def encoded_size(self) -> int:
-        """Bytes of its journal form: near enough what keeping it costs (its ``final``
-        shares the result and errors with it, so they count once)."""
-        return len(_encoder.encode(self.stored()))
+        """About what keeping it costs, in bytes: its encoded result (and arguments, when
+        kept) and error texts, plus a fixed amount for the rest. Its ``final`` shares
+        these with it, so they count once. Cheap: only the variable parts are encoded."""
+        size = _RECORD_BYTES + len(self.id) + len(self.name)
+        if self.result is not None:
+            size += len(_encoder.encode(self.result))
+        if self.arguments_kept:
+            size += len(_encoder.encode(self.args)) + len(_encoder.encode(self.kwargs))
+        for error in (self.error, *self.attempt_errors):
+            if error is not None:
+                size += len(error.type) + len(error.message) + len(error.traceback)
+        return size
 
     def drop_arguments(self) -> None:
         """Let go of the arguments of a final task: it never runs again, so they only cost
