@@ -196,3 +196,19 @@ async def test_a_peer_that_reads_gets_every_reply_however_many_it_asks_at_once(
         replies = await asyncio.wait_for(asyncio.gather(*(one() for _ in range(2000))), 30)
     # Then each got its reply: none is cut off for asking much
     assert all(isinstance(r, Results) for r in replies)
+
+
+async def test_a_receiver_that_dies_of_an_error_is_reported_as_a_fault(served: Served) -> None:
+    # Given a server whose sending breaks with something no server expects
+    faults: list[BaseException] = []
+    served.server.on_fault = faults.append
+
+    async def broken(*_: object) -> None:
+        raise RuntimeError("a bug in sending")
+
+    served.server._send = broken  # type: ignore[method-assign]  # the bug, injected
+    # When a request comes in, Then the receiver's death is reported (never lost silently)
+    with pynng.Req0(dial=served.address, async_backend="asyncio") as req:
+        await req.asend(served.codec.encode(Get(task_ids=["t"])))
+        await until(lambda: bool(faults), "the fault")
+    assert [str(f) for f in faults] == ["a bug in sending"]

@@ -242,6 +242,7 @@ class ControlPlane:
     ) -> pynng.Socket:
         sock = self._bind(pynng.Rep0, addresses)
         server = ReplyServer(name, sock, self.codec, handler, serves, self.config.auth_token)
+        server.on_fault = lambda error: self._supervisor.report(f"the {name} server", error)
         server.start()
         self._servers.append(server)
         return sock

@@ -67,14 +67,18 @@ class Supervisor:
         if self.stopping and (task.cancelled() or task.exception() is None):
             return
         error = _why(task)
+        if cleanup is not None:
+            cleanup(error)
+        self.report(name, error)
+
+    def report(self, name: str, error: BaseException) -> None:
+        """A supervised piece of work failed in a way the process cannot go on from."""
         log.error(
             "a control plane task died",
             task=name,
             error=f"{type(error).__name__}: {error}",
             exc_info=error,
         )
-        if cleanup is not None:
-            cleanup(error)
         if self.fault is None:
             self.fault = Fault(name, error)
             self._on_fault(self.fault)

@@ -78,6 +78,8 @@ class ReplyServer:
         self._contexts: set[pynng.Context] = set()
         self._answering: set[asyncio.Task[None]] = set()
         self._closing = False
+        # Told when a receiver dies of an error (the control plane's supervisor).
+        self.on_fault: Callable[[BaseException], None] | None = None
 
     @property
     def idle(self) -> int:
@@ -125,7 +127,20 @@ class ReplyServer:
             return
         receiver = asyncio.get_running_loop().create_task(self._receive_loop())
         self._receivers.add(receiver)
-        receiver.add_done_callback(self._receivers.discard)
+        receiver.add_done_callback(self._receiver_ended)
+
+    def _receiver_ended(self, receiver: asyncio.Task[None]) -> None:
+        """Receivers come and go; one that dies of an error is a server bug, reported to
+        ``on_fault`` (the control plane stops: it must not serve on half deaf)."""
+        self._receivers.discard(receiver)
+        if receiver.cancelled() or receiver.exception() is None or self._closing:
+            return
+        error = receiver.exception()
+        assert error is not None
+        if self.on_fault is not None:
+            self.on_fault(error)
+        else:
+            log.error("receiver died", server=self.name, exc_info=error)
 
     async def _receive_loop(self) -> None:
         context = self._socket.new_context()
