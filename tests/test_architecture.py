@@ -48,6 +48,7 @@ FASTWORKER_API = {
     "QueueFull",
     "TaskNotFound",
     "TaskRegistry",
+    "TaskPage",
     "TaskResult",
     "TaskStatus",
     "Timeout",

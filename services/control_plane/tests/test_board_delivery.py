@@ -128,3 +128,21 @@ def test_a_worker_that_does_not_confirm_gets_no_batch_numbers() -> None:
     submit(board, "light", "a")
 
     assert board.deliver("w", board.dispatch(["w"])["w"]).batch == 0
+
+
+def test_a_running_task_silent_past_its_time_limit_fails_as_timeout_and_is_stopped() -> None:
+    # Given a task with a 2 s limit that its worker reported started, then went quiet on
+    board = TaskBoard()
+    board.register("w", "w", 1, [LIGHT], NOW)
+    board.submit([TaskSpec(name="light", id="t", args=[1], timeout=2.0)], Priority.NORMAL, NOW)
+    assert sent(board, "w") == ["t"]
+    board.report("w", ["t"], [], NOW)
+
+    # When the margin past its limit has not run out, Then it keeps running
+    assert board.time_out_overdue(NOW + 2 + 10, margin=10) == []
+    # When it has, Then it fails with reason timeout and its worker is told to stop it
+    [result] = board.time_out_overdue(NOW + 2 + 10.5, margin=10)
+    assert result.status == TaskState.FAILURE
+    assert result.error is not None
+    assert result.error.reason == "timeout"
+    assert board.take_superseded() == [("w", "t")]

@@ -224,9 +224,12 @@ class Engine:
 
     def report(self, worker_id: str, started: Iterable[str], outcomes: Iterable[Outcome]) -> None:
         self.finished(self.board.report(worker_id, started, outcomes, self.clock()))
+        self._stop_superseded()
+        self.kick()
+
+    def _stop_superseded(self) -> None:
         for holder, task_id in self.board.take_superseded():
             self._tell_to_stop(holder, task_id)
-        self.kick()
         self.arm_timer()
 
     def remove_worker(self, worker_id: str, reason: str) -> None:
@@ -334,6 +337,11 @@ class Engine:
             self.board.forget_stale_keys(now)
         for worker_id in self._fetches:
             self.board.touch(worker_id, now)
+        late = self.board.time_out_overdue(now, self.heartbeat_timeout)
+        if late:
+            log.warning("tasks silent past their time limit failed", count=len(late))
+            self.finished(late)
+            self._stop_superseded()
         removed, finished = self.board.expire_silent(now, self.heartbeat_timeout)
         for worker_id in removed:
             log.warning("subworker removed", worker_id=worker_id, reason="missed heartbeats")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from fastworker_control_plane.core.arguments import ArgumentChecker
 from fastworker_control_plane.core.rejected import Rejected
-from fastworker_protocol import MAX_NESTING, ErrorCode, TaskSpec, nesting_depth
+from fastworker_protocol import MAX_NESTING, ErrorCode, Priority, TaskSpec, nesting_depth
 
 
 def refusal(
@@ -42,6 +42,24 @@ def refusal(
     if problem is not None:
         return Rejected(ErrorCode.INVALID_ARGUMENTS, problem, index=index, task_name=spec.name)
     return None
+
+
+def queue_full(
+    priority: Priority, live: int, new: int, bound: int, index: int | None = None
+) -> Rejected | None:
+    """``queue_full`` if ``new`` more tasks would take the priority's ``live`` tasks past
+    its ``bound``."""
+    if live + new <= bound:
+        return None
+    return Rejected(
+        ErrorCode.QUEUE_FULL,
+        f"the {priority} queue is full ({live} live tasks, bound {bound}): "
+        "retry later or at another priority",
+        index=index,
+        priority=str(priority),
+        live=live,
+        bound=bound,
+    )
 
 
 def _too_deep(spec: TaskSpec) -> str | None:

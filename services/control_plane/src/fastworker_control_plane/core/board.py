@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Collection, Iterable, Sequence
 from itertools import islice
 
-from fastworker_control_plane.core.admission import refusal
+from fastworker_control_plane.core.admission import queue_full, refusal
 from fastworker_control_plane.core.arguments import ArgumentChecker
 from fastworker_control_plane.core.board_types import MESSAGE_OVERHEAD, Change, task_size
 from fastworker_control_plane.core.board_types import BoardConfig as BoardConfig  # re-export
@@ -35,7 +35,13 @@ from fastworker_control_plane.core.retry_policy import (
 )
 from fastworker_control_plane.core.schedule import Schedule
 from fastworker_control_plane.core.stats import Tally, TaskLine, TaskStats
-from fastworker_control_plane.core.workers import Delivery, WorkerRegistry, WorkerSlot
+from fastworker_control_plane.core.workers import (
+    Delivery,
+    WorkerRegistry,
+    WorkerSlot,
+    overdue,
+    silent_past_limit,
+)
 from fastworker_protocol import (
     Assignment,
     ErrorCode,
@@ -75,7 +81,8 @@ class TaskBoard:
         self._uniform = uniform
         self._policies: dict[str, RetryPolicy] = {}
         self._timeouts: dict[str, float] = {}
-        self.schedules = Periodics(self.schedule)
+        self._tasks: dict[str, TaskRecord] = {}
+        self.schedules = Periodics(self.schedule, self._enqueue_periodic, self._tasks.__contains__)
         self.periodics = self.schedules.active
         self.saved_periodics = self.schedules.saved  # from the journal, until declared again
         # Transitions since the engine last took them, kept only while someone listens.
@@ -88,7 +95,6 @@ class TaskBoard:
         )
         self.stats = TaskStats()
         self.signatures: dict[str, TaskSignature] = {}
-        self._tasks: dict[str, TaskRecord] = {}
         self.keys = IdempotencyKeys()
         self.live: dict[Priority, int] = dict.fromkeys(Priority, 0)  # not final, per priority
         self._checkers: dict[str, ArgumentChecker] = {}
@@ -148,19 +154,7 @@ class TaskBoard:
         return self.keys.forget(lambda task_id: not self._known(task_id, now))
 
     def _full(self, priority: Priority, new: int, index: int | None = None) -> Rejected | None:
-        """``queue_full`` if ``new`` more tasks would pass the priority's bound."""
-        live, bound = self.live[priority], self.config.max_queued
-        if live + new <= bound:
-            return None
-        return Rejected(
-            ErrorCode.QUEUE_FULL,
-            f"the {priority} queue is full ({live} live tasks, bound {bound}): "
-            "retry later or at another priority",
-            index=index,
-            priority=str(priority),
-            live=live,
-            bound=bound,
-        )
+        return queue_full(priority, self.live[priority], new, self.config.max_queued, index)
 
     def _refusal(self, index: int, spec: TaskSpec, size: int) -> Rejected | None:
         return refusal(
@@ -214,7 +208,7 @@ class TaskBoard:
         queued = 0
         for key in self.schedule.pop_due(now, self._is_waiting_for_time):
             if self.schedules.owns(key):
-                queued += self.schedules.tick(key, now, self._enqueue_periodic, self._is_live)
+                queued += self.schedules.tick(key, now)
                 continue
             record = self._tasks[key]
             self._apply(record, TaskEvent.DUE)
@@ -232,15 +226,12 @@ class TaskBoard:
     def _enqueue_periodic(self, spec: TaskSpec, now: float) -> str:
         return self._enqueue(spec, task_size(spec), Priority.NORMAL, now)
 
-    def _is_live(self, task_id: str) -> bool:
-        return task_id in self._tasks
-
     def learn_schedules(self, signatures: Iterable[TaskSignature], now: float) -> None:
         """Start the periodic tasks these registrations declare (once per name)."""
         self.schedules.learn(signatures, self._checkers, now)
 
     def list_schedules(self, now: float) -> list[ScheduleInfo]:
-        return self.schedules.infos(self._is_live)
+        return self.schedules.infos()
 
     def learn_tasks(self, signatures: Iterable[TaskSignature]) -> None:
         """Accept submissions of these tasks even before a subworker that runs them joins."""
@@ -455,6 +446,16 @@ class TaskBoard:
             record.worker_id = worker_id
         return record
 
+    def time_out_overdue(self, now: float, margin: float) -> list[TaskResult]:
+        """Fail running tasks silent ``margin`` past their time limit (``overdue``) with
+        reason ``timeout``; their workers are told to stop them (``superseded``)."""
+        finished = []
+        for record in overdue(self.workers, self._tasks, now, margin):
+            self.superseded.append((record.worker_id or "", record.id))
+            record.error = silent_past_limit(margin)
+            finished.append(self._finish(record, TaskEvent.FAIL, now))
+        return finished
+
     def take_superseded(self) -> list[tuple[str, str]]:
         """(worker id, task id) of tasks a worker holds that another one finished."""
         superseded, self.superseded = self.superseded, []
@@ -511,7 +512,7 @@ class TaskBoard:
             record.drop_arguments()
         self.results.put(record.id, record, finished_at, record.encoded_size())
 
-    # --- recovery -------------------------------------------------------------------------
+    # --- recovery, queries and cancel ---------------------------------------------------------
 
     def adopt(self, record: TaskRecord, now: float) -> TaskResult | None:
         """Take back a live task from the journal. One a subworker held when the control
@@ -544,8 +545,6 @@ class TaskBoard:
 
     def live_records(self) -> list[TaskRecord]:
         return list(self._tasks.values())
-
-    # --- queries and cancel ----------------------------------------------------------------------
 
     def get(self, task_id: str, now: float) -> TaskResult | None:
         record = self._tasks.get(task_id)

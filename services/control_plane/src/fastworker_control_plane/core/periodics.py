@@ -22,8 +22,10 @@ IsLive = Callable[[str], bool]
 
 
 class Periodics:
-    def __init__(self, schedule: Schedule) -> None:
+    def __init__(self, schedule: Schedule, enqueue: Enqueue, is_live: IsLive) -> None:
         self._schedule = schedule
+        self._enqueue = enqueue
+        self._is_live = is_live
         self.active: dict[str, Periodic] = {}
         # From the journal: resumed when a registration declares the schedule again.
         self.saved: dict[str, PeriodicState] = {}
@@ -64,16 +66,16 @@ class Periodics:
             self.active[signature.name] = periodic
             self._schedule.push(periodic.next_run, KEY + signature.name)
 
-    def tick(self, key: str, now: float, enqueue: Enqueue, is_live: IsLive) -> int:
+    def tick(self, key: str, now: float) -> int:
         """One due tick: a new run (its id is ``NAME@DUE``, the due time to the
         millisecond), unless the last one is still live; returns how many were queued."""
         periodic = self.active[key.removeprefix(KEY)]
         queued = 0
-        if periodic.current is not None and is_live(periodic.current):
+        if periodic.current is not None and self._is_live(periodic.current):
             periodic.skipped += 1
         else:
             spec = TaskSpec(name=periodic.name, id=f"{periodic.name}@{periodic.next_run:.3f}")
-            periodic.current = enqueue(spec, now)
+            periodic.current = self._enqueue(spec, now)
             periodic.times_run += 1
             periodic.last_run = now
             queued = 1
@@ -81,6 +83,7 @@ class Periodics:
         self._schedule.push(periodic.next_run, KEY + periodic.name)
         return queued
 
-    def infos(self, is_live: IsLive) -> list[ScheduleInfo]:
+    def infos(self) -> list[ScheduleInfo]:
         ordered = sorted(self.active.values(), key=lambda p: p.name)
-        return [p.info(running=p.current is not None and is_live(p.current)) for p in ordered]
+        live = self._is_live
+        return [p.info(running=p.current is not None and live(p.current)) for p in ordered]

@@ -3,11 +3,19 @@ the batches of tasks sent to them that they have not yet confirmed."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from fastworker_control_plane.core.dispatch_policy import Load
-from fastworker_protocol import Assignment, WorkerInfo, WorkerState
+from fastworker_control_plane.core.records import TaskRecord
+from fastworker_protocol import (
+    Assignment,
+    FailureReason,
+    TaskError,
+    TaskState,
+    WorkerInfo,
+    WorkerState,
+)
 
 MAX_PREFETCH = 10_000  # whatever a worker asks, it never holds more than this extra
 # Requests a worker may send after a batch went out without confirming it before the batch
@@ -106,6 +114,31 @@ class WorkerSlot:
             last_seen_ago=max(0.0, now - self.last_seen),
             local=self.local,
         )
+
+
+def overdue(
+    workers: Iterable[WorkerSlot], tasks: Mapping[str, TaskRecord], now: float, margin: float
+) -> list[TaskRecord]:
+    """Running tasks with a time limit, silent ``margin`` seconds past it. A subworker
+    stops a task at its limit and reports it at once, so such a task's outcome is lost
+    or its subworker is broken: the control plane must not wait for it without bound."""
+    late = []
+    for slot in workers:
+        for task_id in slot.in_flight:
+            record = tasks.get(task_id)
+            if record is None or record.state != TaskState.RUNNING or record.timeout is None:
+                continue
+            if record.started_at is not None and now > record.started_at + record.timeout + margin:
+                late.append(record)
+    return late
+
+
+def silent_past_limit(margin: float) -> TaskError:
+    return TaskError(
+        type="Timeout",
+        message=f"the subworker gave no outcome {margin:g} s past the task's time limit",
+        reason=FailureReason.TIMEOUT,
+    )
 
 
 class WorkerRegistry:
