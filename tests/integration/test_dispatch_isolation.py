@@ -140,3 +140,31 @@ async def _serve_until_done(sock: pynng.Req0, count: int) -> list[str]:
         ]
         served += [t["id"] for t in reply["tasks"]]
     return served
+
+
+async def test_a_running_task_whose_outcome_never_comes_fails_as_timeout_past_its_limit(
+    cluster: Cluster,
+) -> None:
+    # Given a live subworker (a raw peer) that started a task with a 0.5 s limit and will
+    # never report its outcome, on a control plane with a 1 s heartbeat timeout
+    cluster.control_plane("--heartbeat-timeout", "1", local_concurrency=0)
+    registration = f"tcp://127.0.0.1:{cluster.base_port + 5}"
+    with pynng.Req0(dial=registration, async_backend="asyncio") as sock:
+        sock.resend_time = -1
+        assert (await _call(sock, {**_REGISTER, "confirms": True}))["op"] == "registered"
+        async with cluster.client() as client:
+            await client.apply_async("double", (2,), time_limit=0.5, task_id="limited")
+            cancelled: list[str] = []
+            received: list[int] = []
+            deadline = time.monotonic() + 20
+            # When it keeps fetching (so it stays registered) and reports only the start
+            while not cancelled:
+                assert time.monotonic() < deadline, "never told to stop the task"
+                fetch = {"op": "fetch", "worker_id": "raw", "wait": 0.2, "received": received}
+                reply = await _call(sock, {**fetch, "started": ["limited"]})
+                received = [reply["batch"]] if reply.get("batch") else []
+                cancelled = reply["cancel"]
+            result = await client.wait_result("limited", timeout=10)
+    # Then the control plane failed it as timed out, and told the worker to stop it
+    assert cancelled == ["limited"]
+    assert (result.status, result.error and result.error.reason) == (TaskState.FAILURE, "timeout")
