@@ -226,11 +226,11 @@ class Engine:
         self.finished(self.board.report(worker_id, started, outcomes, self.clock()))
         self._stop_superseded()
         self.kick()
+        self.arm_timer()
 
     def _stop_superseded(self) -> None:
         for holder, task_id in self.board.take_superseded():
             self._tell_to_stop(holder, task_id)
-        self.arm_timer()
 
     def remove_worker(self, worker_id: str, reason: str) -> None:
         if self.board.workers.get(worker_id) is None:
@@ -342,6 +342,7 @@ class Engine:
             log.warning("tasks silent past their time limit failed", count=len(late))
             self.finished(late)
             self._stop_superseded()
+            self.kick()
         removed, finished = self.board.expire_silent(now, self.heartbeat_timeout)
         for worker_id in removed:
             log.warning("subworker removed", worker_id=worker_id, reason="missed heartbeats")
