@@ -170,6 +170,40 @@ VALUE_SETS += [
         ALWAYS | {PVC, "subworker-pdb.yaml", "tests/test-submit.yaml"},
     ),
 ]
+# NetworkPolicies with sources of each kind, and subworkers spread over zones as a rule.
+NETWORK_POLICY = "networkpolicy.yaml"
+VALUE_SETS.append(
+    ValueSet(
+        "network-policy",
+        {
+            "networkPolicy": {
+                "enabled": True,
+                "allowFrom": [
+                    {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "shop"}}},
+                    {"podSelector": {"matchLabels": {"app": "api"}}},
+                ],
+                "httpAllowFrom": [
+                    {
+                        "namespaceSelector": {
+                            "matchLabels": {"kubernetes.io/metadata.name": "monitoring"}
+                        }
+                    },
+                    {"ipBlock": {"cidr": "10.0.0.0/8", "except": ["10.1.0.0/16"]}},
+                ],
+            },
+            "subworker": {
+                "topologySpreadConstraints": [
+                    {
+                        "maxSkew": 2,
+                        "topologyKey": "topology.kubernetes.io/zone",
+                        "whenUnsatisfiable": "DoNotSchedule",
+                    }
+                ]
+            },
+        },
+        ALWAYS | {PVC, NETWORK_POLICY, "subworker-pdb.yaml", "tests/test-submit.yaml"},
+    )
+)
 BY_ID = {v.id: v for v in VALUE_SETS}
 IDS = [v.id for v in VALUE_SETS]
 

@@ -182,6 +182,7 @@ COMPONENT_OF = {
     "subworker-scaledobject.yaml": SUBWORKER,
     "podmonitor.yaml": SUBWORKER,
     "tests/test-submit.yaml": "test",
+    "networkpolicy.yaml": None,  # one policy per component, each labelled with its own
 }
 
 

@@ -53,9 +53,15 @@ def test_each_component_gets_its_own_resources(rendering: Rendering) -> None:
     for component, key in ((CONTROL_PLANE, "controlPlane"), (SUBWORKER, "subworker")):
         expected = rendering.values[key]["resources"]
         assert (rendering.container(component).get("resources") or {}) == expected, component
-    if rendering.value_set.id == "hpa":
-        assert rendering.container(CONTROL_PLANE)["resources"] == {"limits": {"memory": "512Mi"}}
-        assert rendering.container(SUBWORKER)["resources"] == {"requests": {"cpu": "250m"}}
+    if rendering.value_set.id == "hpa":  # merged into the defaults, key by key
+        assert rendering.container(CONTROL_PLANE)["resources"] == {
+            "requests": {"cpu": "250m", "memory": "256Mi"},
+            "limits": {"memory": "512Mi"},
+        }
+        assert rendering.container(SUBWORKER)["resources"] == {
+            "requests": {"cpu": "250m", "memory": "256Mi"},
+            "limits": {"memory": "1Gi"},
+        }
 
 
 def test_both_components_read_the_shared_configmap_with_otlp_only_when_configured(
