@@ -7,6 +7,7 @@ import logging
 import os
 import time
 import uuid
+from decimal import Decimal
 from pathlib import Path
 
 import structlog
@@ -123,3 +124,9 @@ def nested(depth: int) -> object:
     for _ in range(depth - 1):
         value = [value]
     return value
+
+
+@task
+def coerced(kind: str) -> object:
+    """A value msgspec would coerce (to a list, a str), which the wire rule refuses."""
+    return {"set": {1, 2}, "decimal": Decimal("1.10"), "uuid": uuid.UUID(int=5)}[kind]

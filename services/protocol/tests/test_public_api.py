@@ -30,7 +30,8 @@ EXPECTED_PUBLIC_NAMES = {
     "TaskError",
     "TaskEvent", "TaskList", "TaskResult", "TaskSignature", "TaskSpec", "TaskState", "UnknownOp",
     "Unregister", "UnsupportedVersion", "WorkerEvent", "WorkerInfo", "WorkerList", "WorkerState",
-    "message_op", "nesting_depth", "next_task_state", "next_worker_state", "tcp_address",
+    "check_portable", "message_op",
+    "nesting_depth", "next_task_state", "next_worker_state", "tcp_address",
 }  # fmt: skip
 
 OPS = {

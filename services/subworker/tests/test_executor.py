@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import importlib.abc
 import sys
-from datetime import datetime
+from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
+from uuid import UUID
 
 import pytest
 
@@ -153,20 +155,57 @@ async def test_a_result_msgpack_cannot_carry_fails_as_unserializable(
         assert "object" in outcome.error.message
 
 
-def test_bytes_stay_bytes_and_a_datetime_becomes_its_iso_string(
+def test_a_portable_result_is_sent_as_it_is_and_a_bytearray_as_bytes(
     registry: TaskRegistry, executor: Executor
 ) -> None:
-    when = datetime(2024, 1, 2, 3, 4, 5)
+    when = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
+    buffer = bytearray(b"\x01")
 
     @task(registry=registry)
     def mixed() -> dict[str, Any]:
-        return {"raw": b"\x00\xff", "when": when}
+        return {"raw": b"\x00\xff", "when": when, "pair": (1, 2)}
+
+    @task(registry=registry)
+    def buffered() -> bytearray:
+        return buffer
 
     outcome = executor.run_sync(run("mixed"))
+    raw = executor.run_sync(run("buffered"))
+    buffer.append(2)  # the task changing its buffer afterwards changes nothing sent
 
     assert outcome.ok
-    assert outcome.result == {"raw": b"\x00\xff", "when": when.isoformat()}
-    assert isinstance(outcome.result["raw"], bytes)
+    assert outcome.result == {"raw": b"\x00\xff", "when": when, "pair": (1, 2)}
+    assert (raw.result, type(raw.result)) == (b"\x01", bytes)
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [
+        ({1, 2}, "result of type set cannot be sent: result has type set"),
+        (Decimal("1.5"), "result has type decimal.Decimal"),
+        (UUID(int=7), "result has type uuid.UUID"),
+        (datetime(2024, 1, 2), "result has type datetime.datetime, which is naive"),
+        ({"at": [2**64]}, "result of type dict cannot be sent: result['at'][0] is an int outside"),
+    ],
+    ids=["set", "decimal", "uuid", "naive-datetime", "big-int"],
+)
+def test_a_result_that_would_not_come_back_as_itself_fails_naming_its_type(
+    registry: TaskRegistry, executor: Executor, value: object, named: str
+) -> None:
+    # Given a task returning a value msgspec could coerce, but the wire rule refuses
+    @task(registry=registry)
+    def coerced() -> object:
+        return value
+
+    # When it runs
+    outcome = executor.run_sync(run("coerced"))
+    # Then it fails, never retried, with a message naming the type (nothing was coerced)
+    assert not outcome.ok
+    assert outcome.result is None
+    assert outcome.error is not None
+    assert outcome.error.reason == FailureReason.UNSERIALIZABLE_RESULT
+    assert outcome.retryable is False
+    assert named in outcome.error.message
 
 
 def test_is_async_is_true_only_for_a_registered_async_task(

@@ -26,6 +26,7 @@ from fastworker._transport import RequestChannel
 from fastworker.errors import (
     ControlPlaneUnavailable,
     FastWorkerError,
+    InvalidArguments,
     TaskCancelled,
     TaskFailed,
     TaskNotFound,
@@ -58,6 +59,7 @@ from fastworker_protocol import (
     TaskState,
     WorkerInfo,
     WorkerList,
+    check_portable,
     tcp_address,
 )
 
@@ -492,16 +494,28 @@ def _spec(
     idempotency_key: str | None = None,
 ) -> TaskSpec:
     name = task if isinstance(task, str) else task.name
+    arguments, keywords = list(args), dict(kwargs or {})
+    _check_arguments(name, arguments, keywords)
     return TaskSpec(
         name=name,
         id=task_id or uuid.uuid4().hex,
-        args=list(args),
-        kwargs=dict(kwargs or {}),
+        args=arguments,
+        kwargs=keywords,
         eta=eta,
         max_retries=max_retries,
         timeout=timeout,
         idempotency_key=idempotency_key,
     )
+
+
+def _check_arguments(name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
+    """Refuse, before anything is sent, a value that would not come back as itself
+    (PROTOCOL.md §3, "Portable values"): a set, a UUID, a dataclass, an int past 64 bits..."""
+    problem = check_portable(args, "args") or check_portable(kwargs, "kwargs")
+    if problem is None and any(type(key) is not str for key in kwargs):
+        problem = "kwargs has a key that is not a str"
+    if problem is not None:
+        raise InvalidArguments("invalid_arguments", f"{name}(): {problem}")
 
 
 def _eta(countdown: float | None, eta: datetime | float | None) -> float | None:

@@ -80,6 +80,7 @@ from fastworker_protocol.states import (
     next_task_state,
     next_worker_state,
 )
+from fastworker_protocol.values import check_portable
 
 __all__ = [
     "ALL_MESSAGES",
@@ -148,6 +149,7 @@ __all__ = [
     "WorkerInfo",
     "WorkerList",
     "WorkerState",
+    "check_portable",
     "message_op",
     "nesting_depth",
     "next_task_state",

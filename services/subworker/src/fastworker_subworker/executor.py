@@ -14,16 +14,13 @@ import time
 import traceback
 from typing import Any
 
-import msgspec
-
 from fastworker import Task, TaskRegistry
 from fastworker_protocol import (
-    MAX_NESTING,
     Assignment,
     FailureReason,
     Outcome,
     TaskError,
-    nesting_depth,
+    check_portable,
 )
 from fastworker_subworker.instrument import TaskInstrument
 
@@ -86,27 +83,27 @@ def _retryable(task: Task[..., Any] | None, exc: BaseException) -> bool | None:
 
 
 def _success(assignment: Assignment, started: float, value: Any) -> Outcome:
-    try:
-        portable = _portable(value)
-    except (TypeError, ValueError, OverflowError) as exc:
-        unportable = TypeError(f"result of type {type(value).__name__} cannot be sent: {exc}")
+    """The result as it is, if it is a portable value (PROTOCOL.md §3): one that comes back
+    to the client as itself and that the control plane, its journal and its dashboard can
+    all encode again. Anything else (a set, a UUID, a dataclass...) is never coerced."""
+    problem = check_portable(value, "result")
+    if problem is not None:
+        unportable = TypeError(f"result of type {_type_name(value)} cannot be sent: {problem}")
         return _failure(assignment, started, unportable, False, FailureReason.UNSERIALIZABLE_RESULT)
+    if type(value) is bytearray or type(value) is memoryview:
+        value = bytes(value)  # a buffer the task may still change: send what it returned
     return Outcome(
-        task_id=assignment.id, ok=True, result=portable, started_at=started, finished_at=time.time()
+        task_id=assignment.id, ok=True, result=value, started_at=started, finished_at=time.time()
     )
 
 
-def _portable(value: Any) -> Any:
-    """``value`` as builtins msgpack can carry, within the protocol's nesting limit: the
-    control plane, its journal and its dashboard must all be able to encode it again."""
-    too_deep = f"it nests deeper than the protocol's {MAX_NESTING} arrays and maps"
-    try:
-        portable = msgspec.to_builtins(value, builtin_types=(bytes, bytearray, memoryview))
-    except RecursionError:  # deeper than msgspec recurses: far past the limit
-        raise ValueError(too_deep) from None
-    if nesting_depth(portable) > MAX_NESTING:
-        raise ValueError(too_deep)
-    return portable
+def _type_name(value: Any) -> str:
+    kind = type(value)
+    return (
+        kind.__qualname__
+        if kind.__module__ == "builtins"
+        else f"{kind.__module__}.{kind.__qualname__}"
+    )
 
 
 def _failure(

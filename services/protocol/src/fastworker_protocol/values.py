@@ -1,0 +1,181 @@
+"""Which Python values a task's arguments and result may be: the one rule, applied by the
+client SDK before it sends a task and by the subworker before it sends a result.
+
+The rule is that a value must come back as what was sent (PROTOCOL.md §3, "Portable
+values"). msgspec would happily encode far more (a set as an array, a UUID or Decimal as a
+str, a dataclass as a map, a naive datetime as an ISO string), but the other side would
+then receive a *different* type, silently. So only these pass:
+
+    None, bool, int (-2**63 .. 2**64-1), float (NaN and infinities included), str,
+    bytes (bytearray and memoryview too: they come back as bytes), list, tuple (comes
+    back as a list), dict with str or int keys, a time-zone-aware datetime (comes back
+    as the same instant in UTC), and msgspec.msgpack.Ext (passed through opaque).
+
+Types are matched exactly: a subclass (an IntEnum, a StrEnum, an OrderedDict, a
+namedtuple) would come back as its plain base type, so it is refused too. Arrays and maps
+may nest at most ``MAX_NESTING`` deep, the value itself counting as the first level.
+
+The check never raises and never recurses; it must stay cheap, as it runs on every task
+submitted: scalars and containers holding only scalars are decided without a Python loop
+over their items.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
+from typing import Any
+from uuid import UUID
+
+import msgspec
+
+from fastworker_protocol.limits import MAX_NESTING
+
+MIN_INT = -(2**63)
+MAX_INT = 2**64 - 1
+
+_LEAVES = frozenset(
+    {type(None), bool, float, str, bytes, bytearray, memoryview, msgspec.msgpack.Ext}
+)
+_BASES = (bool, int, float, str, bytes, list, tuple, dict)  # bool before int: the nearer base
+_WITH_INT = _LEAVES | {int}
+_STR = frozenset({str})
+_SHORT = 8  # up to this many items, a Python loop beats building a set of types
+_WIRE_TYPES = "None, bool, int, float, str, bytes, list, tuple, dict and time-zone-aware datetime"
+
+
+def check_portable(value: object, where: str = "value", limit: int = MAX_NESTING) -> str | None:
+    """``None`` if ``value`` travels and comes back as itself, else what is wrong with it,
+    naming where (``where`` is the name of ``value`` itself, e.g. ``args`` or ``result``)."""
+    kind = type(value)
+    if kind in _LEAVES:
+        return None
+    if kind is int:
+        return None if MIN_INT <= value <= MAX_INT else _leaf_problem(value, where)  # type: ignore[operator]
+    if kind is list or kind is tuple:
+        if _flat(value):
+            return None
+    elif kind is dict:
+        if _flat_map(value):  # type: ignore[arg-type]
+            return None
+    else:
+        return _leaf_problem(value, where)
+    return _walk(value, where, limit)
+
+
+def _flat(items: Any) -> bool:
+    """Scalars only, ints in range. A short one is looped over (cheaper than building a set
+    of types); a long one is decided in C (``issuperset``, ``min``, ``max``)."""
+    if len(items) <= _SHORT:
+        for item in items:
+            kind = type(item)
+            if kind is int:
+                if not MIN_INT <= item <= MAX_INT:
+                    return False
+            elif kind not in _LEAVES:
+                return False
+        return True
+    if _LEAVES.issuperset(map(type, items)):
+        return True
+    kinds = set(map(type, items))
+    if not _WITH_INT.issuperset(kinds):
+        return False
+    ints = items if len(kinds) == 1 else [i for i in items if type(i) is int]
+    return bool(min(ints) >= MIN_INT and max(ints) <= MAX_INT)
+
+
+def _flat_map(items: dict[Any, Any]) -> bool:
+    if len(items) <= _SHORT:
+        for key, item in items.items():
+            kind = type(item)
+            if type(key) is not str:
+                return False
+            if kind is int:
+                if not MIN_INT <= item <= MAX_INT:
+                    return False
+            elif kind not in _LEAVES:
+                return False
+        return True
+    return _STR.issuperset(map(type, items)) and _flat(list(items.values()))
+
+
+def _walk(root: Any, where: str, limit: int) -> str | None:
+    """The first problem inside a container, depth first (iterative, so never too deep)."""
+    stack: list[tuple[Any, str, int]] = [(root, where, 1)]
+    while stack:
+        node, path, depth = stack.pop()
+        if depth > limit:
+            return f"{where} nests deeper than the protocol's {limit} arrays and maps"
+        pairs = node.items() if type(node) is dict else enumerate(node)
+        for key, child in pairs:
+            at = f"{path}[{key!r}]"
+            if type(node) is dict and (problem := _key_problem(key, path)):
+                return problem
+            kind = type(child)
+            if kind in _LEAVES:
+                continue
+            if kind is list or kind is tuple or kind is dict:
+                if depth + 1 > limit:  # caught here too, before a deep path is built
+                    return f"{where} nests deeper than the protocol's {limit} arrays and maps"
+                if not ((kind is dict and _flat_map(child)) or (kind is not dict and _flat(child))):
+                    stack.append((child, at, depth + 1))
+            elif problem := _leaf_problem(child, at):
+                return problem
+    return None
+
+
+def _key_problem(key: object, path: str) -> str | None:
+    kind = type(key)
+    if kind is str or (kind is int and MIN_INT <= key <= MAX_INT):  # type: ignore[operator]
+        return None
+    return (
+        f"{path} has a key {key!r} of type {kind.__qualname__}: map keys must be str "
+        f"(or int within 64 bits), as only those come back as they were sent"
+    )
+
+
+def _leaf_problem(value: object, path: str) -> str | None:
+    """``None`` for an aware datetime or an int in range; else the problem with a hint."""
+    kind = type(value)
+    if kind is datetime and value.utcoffset() is not None:  # type: ignore[attr-defined]
+        return None
+    if kind is int:
+        if MIN_INT <= value <= MAX_INT:  # type: ignore[operator]
+            return None
+        return (
+            f"{path} is an int outside msgpack's 64-bit range (-2**63 to 2**64-1): send it as a str"
+        )
+    return f"{path} has type {_name(kind)}, which {_hint(value)}"
+
+
+def _name(kind: type) -> str:
+    module = kind.__module__
+    return kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
+
+
+def _hint(value: object) -> str:
+    """Why the type is refused and what to send instead."""
+    if isinstance(value, set | frozenset):
+        return "has no wire form (it would come back a list): send a list, e.g. sorted(value)"
+    if isinstance(value, datetime):
+        return (
+            "is naive (no tzinfo), so its instant is ambiguous: make it aware, "
+            "e.g. value.replace(tzinfo=UTC)"
+        )
+    if isinstance(value, Decimal | UUID | date | time | timedelta):
+        return "has no wire form (it would come back a str): send str(value) or a number"
+    if isinstance(value, _BASES):
+        base = next(b for b in _BASES if isinstance(value, b))
+        return (
+            f"is a subclass of {base.__name__} and would come back a plain {base.__name__}: "
+            f"send {base.__name__}(value)"
+        )
+    if (dataclasses.is_dataclass(value) and not isinstance(value, type)) or isinstance(
+        value, msgspec.Struct
+    ):
+        return (
+            "would come back a dict: send a dict, e.g. dataclasses.asdict(value) "
+            "or msgspec.to_builtins(value)"
+        )
+    return f"has no wire form: values may only be {_WIRE_TYPES}"
