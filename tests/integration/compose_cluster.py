@@ -4,7 +4,7 @@ on free host ports, and everything (containers, networks, volumes) removed after
 
 Where the official images cannot be pulled (no registry), the Python base is built from
 Debian packages (deploy/build-base-image.sh) and Jaeger and Prometheus are replaced by the
-stand-ins of tests/integration/compose/compose.offline.yaml.
+stand-ins of deploy/compose/compose.offline.yaml (the README's offline path).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from harness import free_port_block
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "deploy" / "compose" / "compose.yaml"
-OFFLINE_FILE = ROOT / "tests" / "integration" / "compose" / "compose.offline.yaml"
+OFFLINE_FILE = ROOT / "deploy" / "compose" / "compose.offline.yaml"
 OFFICIAL_BASE = "python:3.11-slim-bookworm"
 LOCAL_BASE = "fastworker-base:bookworm"
 TAG = "test"
@@ -92,10 +92,8 @@ class Images:
         images = cls(base, offline)
         compose = images.compose_command("fastworker-build")
         env = images.env({})
-        # The stand-ins build on the control plane's image, so it comes first.
-        run(*compose, "build", "control-plane", "subworker", env=env, timeout=1800)
-        if offline:
-            run(*compose, "build", "jaeger", "prometheus", env=env, timeout=1800)
+        # Offline, the stand-ins are built too (on the base, in any order).
+        run(*compose, "build", env=env, timeout=1800)
         return images
 
     def compose_command(self, project: str) -> list[str]:

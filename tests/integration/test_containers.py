@@ -9,12 +9,29 @@ instead (scripts/docker-engine.sh makes one reachable there).
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import re
+import shlex
+import subprocess
 import sys
+import time
+import urllib.request
+import uuid
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
-from compose_cluster import ROOT, TAG, ComposeCluster, Images, run, skip_without_docker
-from harness import wait_until
+from compose_cluster import (
+    LOCAL_BASE,
+    ROOT,
+    TAG,
+    ComposeCluster,
+    Images,
+    run,
+    skip_without_docker,
+)
+from harness import free_port_block, wait_until
 
 from fastworker import Client, TaskStatus
 
@@ -192,3 +209,163 @@ async def test_a_subworker_image_built_from_the_example_runs_its_own_tasks(
         assert (result.status, result.result) == (TaskStatus.SUCCESS, "received 3.0 MB")
     finally:
         await asyncio.to_thread(run, "docker", "rm", "-f", container)
+
+
+# --- the README's offline path, verbatim ---------------------------------------------------
+
+README = ROOT / "README.md"
+OFFLINE_IMAGES = ("control-plane", "subworker", "otlp-receiver", "prometheus")
+
+
+def readme_offline_commands() -> list[str]:
+    """The ``docker compose`` lines of the README's "No registry?" block, as written."""
+    text = README.read_text()
+    block = text[text.index("**No registry?**") :]
+    block = block[block.index("```bash\n") + len("```bash\n") :]
+    block = block[: block.index("```")]
+    return [line for line in block.splitlines() if line.startswith("docker compose ")]
+
+
+def test_the_readme_offline_block_passes_both_compose_files_to_up_scale_and_down() -> None:
+    commands = readme_offline_commands()
+    files = "-f deploy/compose/compose.yaml -f deploy/compose/compose.offline.yaml "
+    assert [c.split(files)[1].split("#")[0].strip() for c in commands] == [
+        "up --build -d",
+        "up -d --scale subworker=5",
+        "down",
+    ]
+
+
+def _remove_images(tag: str) -> None:
+    for name in OFFLINE_IMAGES:
+        subprocess.run(
+            ["docker", "image", "rm", "-f", f"fastworker-{name}:{tag}"],
+            capture_output=True,
+            check=False,
+        )
+
+
+async def test_the_readme_offline_commands_run_verbatim_pulling_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Given the base the README's first step builds, and none of the images the commands
+    # build (a tag of this test's own), on free host ports and in a project of its own: the
+    # commands are the README's lines as written; only the environment differs.
+    if not _image_exists(LOCAL_BASE):
+        run(str(ROOT / "deploy" / "build-base-image.sh"), LOCAL_BASE, timeout=900)
+    suffix = uuid.uuid4().hex[:8]
+    project, tag = f"fwreadme-{suffix}", f"readme-{suffix}"
+    base, http, otlp, prometheus = (free_port_block(11), *(free_port_block(1) for _ in "xyz"))
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("FASTWORKER_", "COMPOSE_")) and k != "BASE_IMAGE"
+    }
+    env.update(
+        COMPOSE_PROJECT_NAME=project,
+        FASTWORKER_TAG=tag,
+        FASTWORKER_PORTS=f"{base}-{base + 10}",
+        FASTWORKER_HTTP_PORT=str(http),
+        JAEGER_UI_PORT=str(free_port_block(1)),
+        OTLP_GRPC_PORT=str(free_port_block(1)),
+        OTLP_HTTP_PORT=str(otlp),
+        PROMETHEUS_PORT=str(prometheus),
+    )
+    up, scale, down = readme_offline_commands()
+    _remove_images(tag)
+    timings: dict[str, float] = {}
+
+    def timed(command: str, timeout: float) -> str:
+        started = time.monotonic()
+        done = subprocess.run(
+            shlex.split(command, comments=True),
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        timings[command] = time.monotonic() - started
+        output = done.stdout + done.stderr
+        assert done.returncode == 0, f"{command} exited {done.returncode}:\n{output[-4000:]}"
+        assert "Pulling" not in output
+        assert "pull access denied" not in output
+        return output
+
+    try:
+        # When the README's up runs
+        await asyncio.to_thread(timed, up, 1800)
+        sizes = {
+            name: int(run("docker", "image", "inspect", "--format", "{{.Size}}", image).strip())
+            for name in ("control-plane", "subworker")
+            for image in [f"fastworker-{name}:{tag}"]
+        }
+        # Then the cluster serves: three subworkers run tasks, the stand-ins answer
+        async with Client(address=f"tcp://127.0.0.1:{base + 5}", timeout=60) as client:
+            await subworker_ids(client, 3, timeout=120)
+            result = await client.submit_task("add", (5, 3))
+            assert result.result == 8
+
+            async def stand_ins_up() -> bool:
+                try:
+                    spans = await asyncio.to_thread(_http_json, otlp, "/spans")
+                    ready = await asyncio.to_thread(_http_status, prometheus, "/-/ready")
+                except OSError:
+                    return False
+                return isinstance(spans, list) and ready == 200
+
+            await wait_until(stand_ins_up, 60, "the OTLP receiver and Prometheus")
+            # And the README's scale brings five subworkers, with no image pulled
+            await asyncio.to_thread(timed, scale, 300)
+            assert len(await subworker_ids(client, 5, timeout=60)) == 5
+            # And the README's down removes the containers
+        await asyncio.to_thread(timed, down, 300)
+        label = f"label=com.docker.compose.project={project}"
+        assert run("docker", "ps", "-aq", "--filter", label).split() == []
+        # The sizes the README gives (docker image inspect .Size, MB of 10^6 bytes)
+        stated = re.search(
+            r"the control-plane image is (\d+) MB and the subworker image (\d+) MB",
+            " ".join(README.read_text().split()),
+        )
+        assert stated is not None
+        for name, said in zip(("control-plane", "subworker"), stated.groups(), strict=True):
+            assert abs(sizes[name] / 1e6 - int(said)) <= 5, (name, sizes[name] / 1e6, said)
+        with capsys.disabled():
+            for command, seconds in timings.items():
+                print(f"\n{seconds:6.1f} s  {command}")
+            print("image sizes (MB):", {k: round(v / 1e6, 1) for k, v in sizes.items()})
+    finally:
+        await asyncio.to_thread(_clean_up, down, env, project, tag)
+
+
+def _clean_up(down: str, env: dict[str, str], project: str, tag: str) -> None:
+    """Whatever the README's commands made, by name: the project, its volume, its images."""
+    subprocess.run(
+        [*shlex.split(down, comments=True), "-v", "--remove-orphans", "-t", "5"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
+    _remove_images(tag)
+    for kind, name in (("volume", "control-plane-state"), ("network", "default")):
+        subprocess.run(
+            ["docker", kind, "rm", f"{project}_{name}"], capture_output=True, check=False
+        )
+
+
+def _image_exists(image: str) -> bool:
+    done = subprocess.run(["docker", "image", "inspect", image], capture_output=True, check=False)
+    return done.returncode == 0
+
+
+def _http_json(port: int, path: str) -> Any:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as reply:
+        return json.loads(reply.read())
+
+
+def _http_status(port: int, path: str) -> int:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as reply:
+        return int(reply.status)

@@ -1,5 +1,5 @@
-# Debian's Prometheus on the local base image: the stand-in for prom/prometheus.
-ARG BASE_IMAGE=python:3.11-slim-bookworm
+# The Prometheus stand-in of compose.offline.yaml: Debian's package on the local base image.
+ARG BASE_IMAGE=fastworker-base:bookworm
 FROM ${BASE_IMAGE}
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus \
