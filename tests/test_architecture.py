@@ -36,6 +36,7 @@ FASTWORKER_API = {
     "ControlPlaneUnavailable",
     "FastWorkerError",
     "InvalidArguments",
+    "MessageTooLarge",
     "Priority",
     "RequestRejected",
     "SyncClient",

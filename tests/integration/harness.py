@@ -168,6 +168,7 @@ class Cluster:
 
     def client(self, **options: Any) -> Client:
         options.setdefault("timeout", 20.0)
+        options.setdefault("connect_timeout", 20.0)  # a control plane may still be starting
         return Client(self.discovery, **options)
 
     async def workers(self, client: Client, count: int, timeout: float = 10.0) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import time
 
 from harness import Cluster, free_port_block
 
@@ -150,3 +151,27 @@ async def test_a_second_control_plane_on_the_same_ports_exits_2_and_says_why(
     assert second.wait(timeout=20) == 2
     assert "already in use" in second.output()
     assert (await client.submit_task("add", args=(1, 1))).result == 2
+
+
+async def test_an_announced_address_unreachable_from_here_is_named_with_the_fix(
+    cluster: Cluster,
+) -> None:
+    # Given a control plane announcing a host name this machine cannot reach (as a
+    # Compose service name is, seen from the host)
+    cluster.control_plane("--advertise-host", "unreachable.invalid")
+    base = f"tcp://127.0.0.1:{cluster.base_port}"
+    async with Client(address=base, timeout=20) as ready:
+        await ready.list_workers()
+    # When the CLI is run without --address, as a user would
+    started = time.monotonic()
+    done = await _fastworker(
+        cluster, "submit", "--task-name", "add", "--args", "1", "2",
+        "--discovery-address", cluster.discovery,
+    )  # fmt: skip
+    # Then it fails at once, saying what it heard, what failed and what to pass instead
+    assert time.monotonic() - started < 10
+    assert done.returncode == 2
+    announced = f"tcp://unreachable.invalid:{cluster.base_port}"
+    assert f"a control plane announced itself at {announced}" in done.stderr
+    assert "cannot be reached from here" in done.stderr
+    assert f"pass --address {base}" in done.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -13,9 +14,13 @@ from harness import Cluster, free_port_block
 from fastworker import (
     Client,
     ControlPlaneUnavailable,
+    FastWorkerError,
+    InvalidArguments,
+    MessageTooLarge,
     SyncClient,
     TaskFailed,
     TaskNotFound,
+    TaskResult,
     TaskStatus,
     Timeout,
 )
@@ -134,7 +139,8 @@ async def test_a_retry_after_a_lost_reply_does_not_run_the_task_twice(cluster: C
     plane = cluster.control_plane()
     async with cluster.client() as ready:
         await ready.list_workers()
-    async with cluster.client(timeout=0.3, retries=20) as client:
+    # (retries share one deadline: 5 s over 21 attempts is about 0.24 s each)
+    async with cluster.client(timeout=5, retries=20) as client:
         plane.signal(signal.SIGSTOP)
         try:
             submitting = asyncio.ensure_future(client.delay("nap", 0, "once"))
@@ -163,3 +169,81 @@ async def test_delay_with_an_idempotency_key_twice_runs_the_task_once(
     assert first == second == third  # the result is still kept: same task
     assert result.status == TaskStatus.SUCCESS
     assert counter.read_text().strip() == "1"
+
+
+async def test_with_default_timeouts_a_dead_address_fails_within_the_connect_budget() -> None:
+    # Given a client with the default timeout (30 s) and retries (3), and nothing listening
+    dead = f"tcp://127.0.0.1:{free_port_block(6)}"
+    started = time.monotonic()
+    async with Client(address=dead) as direct:
+        # When it submits (with and without waiting for the result)
+        with pytest.raises(ControlPlaneUnavailable, match=dead.rsplit(":", 1)[0]):
+            await direct.delay("add", 1, 2)
+        with pytest.raises(ControlPlaneUnavailable, match="no control plane answered"):
+            await direct.submit_task("add", args=(1, 2))
+    # Then each call gave up after the 3 s connect budget, not after 120 or 240 s
+    assert time.monotonic() - started < 9
+
+
+async def test_with_default_timeouts_discovery_with_nobody_there_fails_within_the_budget() -> None:
+    nobody = f"tcp://127.0.0.1:{free_port_block(1)}"
+    started = time.monotonic()
+    with pytest.raises(ControlPlaneUnavailable, match=f"announced itself at {nobody} within 3 s"):
+        await Client(nobody).start()
+    assert time.monotonic() - started < 5
+
+
+async def test_a_held_wait_outlasts_the_timeout_and_the_connect_budget(
+    cluster: Cluster, client: Client
+) -> None:
+    # Given a connected client whose calls have a 0.5 s deadline
+    async with cluster.client(timeout=0.5, connect_timeout=0.5) as quick:
+        task_id = await quick.delay("nap", 1.5, "held")
+        # When it waits longer than that for a result that takes 1.5 s
+        result = await quick.wait_result(task_id, timeout=10)
+    # Then the held wait gets its answer
+    assert result.status == TaskStatus.SUCCESS
+
+
+async def test_an_oversize_submission_raises_message_too_large_a_fastworker_error(
+    cluster: Cluster, client: Client
+) -> None:
+    async with cluster.client(max_message_size=4096) as small:
+        with pytest.raises(MessageTooLarge, match="4096-byte limit") as raised:
+            await small.delay("echo", "x" * 10_000)
+        with pytest.raises(MessageTooLarge):
+            await small.submit_task("echo", args=("x" * 10_000,))
+        with pytest.raises(InvalidArguments):
+            await small.delay("echo", object())
+        # and the client still works
+        assert await small.wait(await small.delay("echo", "fits"), timeout=10) == "fits"
+    assert isinstance(raised.value, FastWorkerError)
+    assert raised.value.code == "oversize"
+
+
+async def test_a_sync_client_called_from_its_own_callback_raises_at_once_and_keeps_working(
+    cluster: Cluster, client: Client
+) -> None:
+    def use_sync_client() -> tuple[list[str], object]:
+        seen: list[str] = []
+        called = threading.Event()
+        with SyncClient(cluster.discovery, timeout=20, connect_timeout=20) as sync:
+
+            def callback(result: TaskResult) -> None:
+                # When the callback calls the same SyncClient (it runs on its loop thread)
+                try:
+                    sync.get_task_result(result.task_id)
+                except RuntimeError as exc:
+                    seen.append(str(exc))
+                finally:
+                    called.set()
+
+            sync.delay_with_callback("add", callback, 1, 2)
+            assert called.wait(20), "the callback never ran"
+            # Then the client keeps working
+            return seen, sync.submit_task("add", args=(2, 3)).result
+
+    seen, after = await asyncio.wait_for(asyncio.to_thread(use_sync_client), 30)
+    assert after == 5
+    assert len(seen) == 1
+    assert "async_client" in seen[0]

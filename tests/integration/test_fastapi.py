@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -17,7 +18,7 @@ from harness import Cluster
 from fastworker.integration.fastapi import FastWorker
 
 
-def build_app(discovery: str) -> tuple[FastAPI, list[str]]:
+def build_app(discovery: str, connect_timeout: float = 20) -> tuple[FastAPI, list[str]]:
     """An app with its own lifespan (which must still run), an endpoint, and the router."""
     lifespan_ran: list[str] = []
 
@@ -28,7 +29,7 @@ def build_app(discovery: str) -> tuple[FastAPI, list[str]]:
         lifespan_ran.append("stopped")
 
     app = FastAPI(lifespan=lifespan)
-    fw = FastWorker(app, discovery, timeout=20)
+    fw = FastWorker(app, discovery, timeout=20, connect_timeout=connect_timeout)
 
     @app.post("/sum")
     async def add(
@@ -104,3 +105,27 @@ def test_the_event_stream_follows_a_task_to_its_end(http: TestClient) -> None:
     assert statuses[-1] == "success"
     assert "running" in statuses
     assert len(statuses) == len(set(statuses))  # one event per change
+
+
+def test_the_app_starts_without_a_control_plane_answers_503_then_connects_when_one_comes(
+    cluster: Cluster,
+) -> None:
+    # Given an app whose control plane is not running
+    app, lifespan_ran = build_app(cluster.discovery, connect_timeout=0.5)
+    started = time.monotonic()
+    with TestClient(app) as http:
+        # Then its lifespan neither blocked nor raised
+        assert time.monotonic() - started < 2
+        assert lifespan_ran == ["started"]
+        # and what needs the control plane is 503, from an endpoint or the router
+        down = http.post("/sum", params={"x": 2, "y": 3})
+        assert down.status_code == 503
+        assert "control plane" in down.json()["detail"]
+        assert http.post("/tasks/add", json={"args": [1, 2]}).status_code == 503
+        # When the control plane starts, the app connects to it in the background
+        cluster.control_plane()
+        deadline = time.monotonic() + 30
+        while (reply := http.post("/sum", params={"x": 2, "y": 3})).status_code == 503:
+            assert time.monotonic() < deadline, "the app never connected"
+        assert reply.json()["sum"] == 5
+    assert lifespan_ran == ["started", "stopped"]

@@ -4,6 +4,10 @@ Tasks to watch are gathered per event-loop turn into groups of up to 1,000; each
 one held ``get`` with ``any`` set, answered by the control plane the moment one of its
 tasks is final, and asked again for the rest. Thousands of outstanding tasks therefore
 cost a handful of held requests, and a result arrives as soon as it exists.
+
+The results also go to :meth:`CompletionWatcher.events`, through a buffer of at most
+``EVENTS_BUFFER`` results: when nobody reads it fast enough, the oldest are dropped (and
+counted in ``events_dropped``), so a client that never reads events holds no more.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ GetAny = Callable[[list[str], float], Awaitable[list[TaskResult | None]]]
 
 GROUP = 1000
 HOLD = 30.0
+EVENTS_BUFFER = 1000
 
 
 class CompletionWatcher:
@@ -31,7 +36,8 @@ class CompletionWatcher:
         self._callbacks: dict[str, list[Callback]] = {}
         self._new: list[str] = []
         self._groups: set[asyncio.Task[None]] = set()
-        self._events: asyncio.Queue[TaskResult] = asyncio.Queue()
+        self._events: asyncio.Queue[TaskResult] = asyncio.Queue(EVENTS_BUFFER)
+        self.events_dropped = 0
 
     def watch(self, task_id: str, callback: Callback | None = None) -> None:
         """Call ``callback`` (sync or async) with the task's final result, and put that
@@ -83,6 +89,9 @@ class CompletionWatcher:
             remaining = still
 
     def _deliver(self, result: TaskResult) -> None:
+        if self._events.full():  # keep the newest: drop the oldest
+            self._events.get_nowait()
+            self.events_dropped += 1
         self._events.put_nowait(result)
         for callback in self._callbacks.pop(result.task_id, []):
             try:

@@ -44,11 +44,19 @@ class DiscoveryPeer:
         self._heard: asyncio.Queue[Announce | None] = asyncio.Queue(_BACKLOG)
         self._receiver = asyncio.get_running_loop().create_task(self._receive())
 
-    async def announcement(self, timeout: float) -> Announce:
-        """The next announcement heard within ``timeout`` seconds, probing meanwhile."""
+    async def announcement(self, timeout: float, connect_timeout: float | None = None) -> Announce:
+        """The next announcement heard within ``timeout`` seconds, probing meanwhile; with
+        ``connect_timeout``, give up sooner if the bus has not connected by then."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        if connect_timeout is not None and connect_timeout < timeout:
+            connect_by = loop.time() + connect_timeout
+        else:
+            connect_by, connect_timeout = deadline, timeout
         while (left := deadline - loop.time()) > 0:
+            if loop.time() >= connect_by and not self._socket.pipes:
+                timeout = connect_timeout
+                break
             self._send_probe()
             with contextlib.suppress(TimeoutError):
                 heard = await asyncio.wait_for(self._heard.get(), min(left, _PROBE_INTERVAL))

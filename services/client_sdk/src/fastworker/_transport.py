@@ -15,9 +15,16 @@ from typing import TypeVar
 import msgspec
 import pynng
 
-from fastworker.errors import ControlPlaneUnavailable, Timeout, nobody_at, rejection
+from fastworker.errors import (
+    ControlPlaneUnavailable,
+    InvalidArguments,
+    MessageTooLarge,
+    Timeout,
+    nobody_at,
+    rejection,
+)
 from fastworker.tls import TLS, dial_config
-from fastworker_protocol import Codec, DecodeError, Error, Message
+from fastworker_protocol import Codec, DecodeError, EncodeError, Error, ErrorCode, Message
 
 M = TypeVar("M", bound=Message)
 
@@ -28,9 +35,18 @@ class RequestChannel:
     """Sends requests to one REP address and returns decoded replies."""
 
     def __init__(
-        self, address: str, codec: Codec, auth: str | None = None, tls: TLS | None = None
+        self,
+        address: str,
+        codec: Codec,
+        auth: str | None = None,
+        tls: TLS | None = None,
+        *,
+        unreachable: str | None = None,
     ) -> None:
+        """``unreachable`` is the message for a control plane never connected (default:
+        nobody answered at ``address``)."""
         self.address = address
+        self._unreachable = unreachable or nobody_at(address)
         self._codec = codec
         self._auth = auth  # the control plane's shared token, put in every request
         # Naming the backend spares pynng a sniffio lookup on every send and receive.
@@ -49,20 +65,34 @@ class RequestChannel:
     def connected(self) -> bool:
         return bool(self._socket.pipes)
 
-    async def request(self, message: Message, reply_type: type[M], timeout: float) -> M:
+    async def request(
+        self,
+        message: Message,
+        reply_type: type[M],
+        timeout: float,
+        connect_timeout: float | None = None,
+    ) -> M:
         """Send ``message`` and return its reply, raising the SDK's errors.
 
         Error replies raise :class:`~fastworker.errors.RequestRejected` (or a subclass);
         no reply within ``timeout`` raises ``Timeout`` if a control plane is connected,
-        else ``ControlPlaneUnavailable``.
+        else ``ControlPlaneUnavailable``, which comes after ``connect_timeout`` already if
+        no connection is made by then. A message too large to send raises
+        :class:`~fastworker.errors.MessageTooLarge` (``InvalidArguments`` for one that
+        cannot be encoded at all), before anything is sent.
         """
         if self._auth is not None:
             message = msgspec.structs.replace(message, auth=self._auth)
-        data = self._codec.encode(message)
+        data = encode(self._codec, message)
         context = self._socket.new_context()
         exchange = asyncio.ensure_future(_exchange(context, data))
         try:
-            await asyncio.wait((exchange,), timeout=timeout)
+            first = timeout
+            if connect_timeout is not None and not self.connected:
+                first = min(timeout, connect_timeout)
+            await asyncio.wait((exchange,), timeout=first)
+            if not exchange.done() and self.connected and first < timeout:
+                await asyncio.wait((exchange,), timeout=timeout - first)
         finally:
             # Closing the context aborts its NNG operations, which then end ``exchange``
             # with ``Closed``; cancelling them instead is not reliable in pynng.
@@ -72,7 +102,7 @@ class RequestChannel:
                 context.close()
         if not exchange.done():
             if not self.connected:
-                raise ControlPlaneUnavailable(nobody_at(self.address))
+                raise ControlPlaneUnavailable(self._unreachable)
             raise Timeout(f"no reply from {self.address} within {timeout:g} s")
         try:
             reply_bytes = exchange.result()
@@ -109,6 +139,18 @@ async def _exchange(context: pynng.Context, data: bytes) -> bytes | None:
     except pynng.Closed:
         return None
     return reply
+
+
+def encode(codec: Codec, message: Message) -> bytes:
+    """``message`` as bytes, or the SDK's error for one that cannot be sent."""
+    try:
+        return codec.encode(message)
+    except EncodeError as exc:
+        # The codec chains the encoder's own error for a value it cannot encode; the size
+        # check raises with no cause.
+        if exc.__cause__ is None:
+            raise MessageTooLarge(ErrorCode.OVERSIZE, str(exc)) from exc
+        raise InvalidArguments(ErrorCode.INVALID_ARGUMENTS, str(exc)) from exc
 
 
 def _discard_outcome(exchange: asyncio.Future[bytes | None]) -> None:

@@ -31,6 +31,7 @@ from fastworker.errors import (
     TaskFailed,
     TaskNotFound,
     Timeout,
+    unreachable_announced,
 )
 from fastworker.tls import TLS
 from fastworker.tracing import send_spans
@@ -66,6 +67,8 @@ from fastworker_protocol import (
 TaskRef = str | Task[..., Any]
 M = TypeVar("M", bound=Message)
 BATCH_CHUNK = 1000
+DEFAULT_CONNECT_TIMEOUT = 3.0
+_REPLY_GRACE = 5.0  # seconds a held wait allows past its wait for the reply to arrive
 _KNOWN_RESULTS = 10_000
 
 
@@ -91,9 +94,13 @@ class TaskPage(list[TaskResult]):
 class Client:
     """Async FastWorker client.
 
-    ``timeout`` bounds every network call (and is the default wait of ``submit_task``);
-    ``retries`` is how many times a call that got no reply is re-sent. Re-sending is safe:
-    a task keeps its id across retries and the control plane accepts each id once.
+    ``timeout`` is one deadline for each call, retries included (and the default wait of
+    ``submit_task``); a call that waits for a result ends within its wait plus at most
+    ``min(timeout, 5)`` s more. ``retries`` is how many times a call that got no reply is
+    re-sent within that deadline. Re-sending is safe: a task keeps its id across retries
+    and the control plane accepts each id once. ``connect_timeout`` (default 3 s) is how
+    long finding and connecting to the control plane may take: with nothing there, ``start``
+    and every call raise ``ControlPlaneUnavailable`` that soon, naming the address tried.
     """
 
     def __init__(
@@ -106,6 +113,7 @@ class Client:
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         auth_token: str | None = None,
         tls: TLS | None = None,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     ) -> None:
         """``auth_token`` is the control plane's shared token, if it requires one
         (default: the ``FASTWORKER_AUTH_TOKEN`` environment variable); ``tls`` holds
@@ -115,9 +123,12 @@ class Client:
             raise ValueError("timeout must be positive")
         if retries < 0:
             raise ValueError("retries must be >= 0")
+        if connect_timeout <= 0:
+            raise ValueError("connect_timeout must be positive")
         self.discovery_address = discovery_address
         self.timeout = timeout
         self.retries = retries
+        self.connect_timeout = min(connect_timeout, timeout)
         self._explicit_address = address
         self._codec = Codec(max_message_size)
         self._auth = auth_token or os.environ.get("FASTWORKER_AUTH_TOKEN") or None
@@ -136,10 +147,10 @@ class Client:
             return
         announce = await self._locate()
         self._submit = {
-            p: RequestChannel(addr, self._codec, self._auth, self._tls)
+            p: self._channel(addr, announce)
             for p, addr in zip(Priority.by_rank(), announce.submit, strict=True)
         }
-        self._results = RequestChannel(announce.results, self._codec, self._auth, self._tls)
+        self._results = self._channel(announce.results, announce)
         self._coalescers = {p: SubmitCoalescer(self._batch_sender(p)) for p in self._submit}
         self._watcher = CompletionWatcher(self._get_any)
 
@@ -148,9 +159,15 @@ class Client:
             return announce_from_base(self._explicit_address)
         peer = DiscoveryPeer(self.discovery_address, self._codec, tls=self._tls)
         try:
-            return await peer.announcement(self.timeout)
+            return await peer.announcement(self.timeout, self.connect_timeout)
         finally:
             await peer.aclose()
+
+    def _channel(self, address: str, announce: Announce) -> RequestChannel:
+        unreachable = None
+        if self._explicit_address is None:  # the address came from an announcement
+            unreachable = unreachable_announced(address, announce.submit[0], self.discovery_address)
+        return RequestChannel(address, self._codec, self._auth, self._tls, unreachable=unreachable)
 
     def stop(self) -> None:
         """Close every socket. Safe to call more than once, and without ``await``."""
@@ -261,11 +278,19 @@ class Client:
         self._watcher.watch(task_id, callback)
 
     async def events(self) -> AsyncIterator[TaskResult]:
-        """The final results of the tasks this client watches, as they end."""
+        """The final results of the tasks this client watches, as they end.
+
+        They wait for a reader in a buffer of the latest 1,000: past that the oldest are
+        dropped and counted in :attr:`events_dropped`. Callbacks never miss a result."""
         self._require_started()
         assert self._watcher is not None
         async for result in self._watcher.events():
             yield result
+
+    @property
+    def events_dropped(self) -> int:
+        """Results :meth:`events` dropped, unread, from its full buffer (since ``start``)."""
+        return 0 if self._watcher is None else self._watcher.events_dropped
 
     async def _get_any(self, task_ids: list[str], wait: float) -> list[TaskResult | None]:
         message = Get(task_ids=task_ids, wait=wait, any=True)
@@ -425,12 +450,24 @@ class Client:
     async def _request(
         self, channel: RequestChannel, message: Message, reply_type: type[M], wait: float | None
     ) -> M:
-        budget = self.timeout + (wait or 0.0)
+        # One deadline for the call: retries share it. A held wait gets its wait and a
+        # short grace for the reply; other calls split the deadline between attempts.
+        loop = asyncio.get_running_loop()
+        total = self.timeout if wait is None else wait + min(self.timeout, _REPLY_GRACE)
+        started = loop.time()
+        deadline = started + total
         for attempt in range(self.retries + 1):
+            left = deadline - loop.time()
+            tries_left = self.retries + 1 - attempt
+            per_try = left if wait is not None else left / tries_left
             try:
-                return await channel.request(message, reply_type, budget)
+                return await channel.request(message, reply_type, per_try, self.connect_timeout)
             except (Timeout, ControlPlaneUnavailable):
-                if attempt == self.retries:
+                now = loop.time()
+                # Still no connection once the connect budget is spent: give up at once
+                # rather than wait out the rest of the deadline.
+                unreachable = not channel.connected and now - started >= self.connect_timeout
+                if attempt == self.retries or now >= deadline or unreachable:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -1,11 +1,12 @@
 """The one exception tree of the client SDK, grouped by what the caller can do about it.
 
 FastWorkerError
-+-- ControlPlaneUnavailable    nothing answered: start one, or fix the address
++-- ControlPlaneUnavailable    nothing connected or answered: start one, or fix the address
 +-- Timeout (TimeoutError)     it answered, but not within the time you gave
 +-- RequestRejected            the control plane refused the request (has ``.code``)
 |   +-- UnknownTask            no subworker ever registered that task name
-|   +-- InvalidArguments       args/kwargs do not fit the task's signature
+|   +-- InvalidArguments       args/kwargs do not fit the task's signature (or cannot be sent)
+|   |   +-- MessageTooLarge    the request is over the message size limit (``oversize``)
 |   +-- TaskNotFound           no such task id (never existed, or expired)
 +-- TaskFailed                 the task ran and raised (remote type, message, traceback)
 +-- TaskCancelled              the task was cancelled before it finished
@@ -33,6 +34,19 @@ def nobody_at(address: str, what: str = "answered", within: float | None = None)
     return f"no control plane {what} at {address}{when}: {hint}"
 
 
+def unreachable_announced(tried: str, announced: str, discovery: str) -> str:
+    """The message for a control plane heard on discovery whose announced address does
+    not connect from here (a Compose service name, seen from the host)."""
+    host = discovery.partition("://")[2].rpartition(":")[0] or "127.0.0.1"
+    scheme = announced.partition("://")[0]
+    port = announced.rpartition(":")[2]
+    return (
+        f"a control plane announced itself at {announced} but it cannot be reached from "
+        f"here (no connection to {tried}): pass --address {scheme}://{host}:{port} "
+        "(Client(address=...) in code), or the host's published port"
+    )
+
+
 class Timeout(FastWorkerError, TimeoutError):
     """The control plane answered, but the operation did not finish in time."""
 
@@ -52,6 +66,11 @@ class UnknownTask(RequestRejected):
 
 class InvalidArguments(RequestRejected):
     pass
+
+
+class MessageTooLarge(InvalidArguments):
+    """The request (its arguments, usually) is over the message size limit, whether the
+    client found so before sending or the control plane did; nothing was queued."""
 
 
 class TaskNotFound(RequestRejected):
@@ -89,6 +108,7 @@ class TaskCancelled(FastWorkerError):
 _REJECTIONS: dict[str, type[RequestRejected]] = {
     ErrorCode.UNKNOWN_TASK: UnknownTask,
     ErrorCode.INVALID_ARGUMENTS: InvalidArguments,
+    ErrorCode.OVERSIZE: MessageTooLarge,
     ErrorCode.TASK_NOT_FOUND: TaskNotFound,
     ErrorCode.QUEUE_FULL: QueueFull,
     ErrorCode.UNAUTHORIZED: Unauthorized,

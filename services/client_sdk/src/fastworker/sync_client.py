@@ -45,7 +45,21 @@ class SyncClient:
         if self._loop is None:
             coro.close()
             raise RuntimeError("SyncClient is not started: call start() or use `with`")
+        if threading.current_thread() is self._thread:
+            # Blocking here would stop the very loop that must answer: a deadlock.
+            coro.close()
+            raise RuntimeError(
+                "a SyncClient cannot be called from its own callbacks (they run on its "
+                "event loop thread): make the callback async and await "
+                "`sync_client.async_client` there, or hand the work to another thread"
+            )
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    @property
+    def async_client(self) -> Client:
+        """The async :class:`Client` underneath, for async callbacks, which run on this
+        client's loop and cannot call its blocking methods."""
+        return self._client
 
     def start(self) -> None:
         if self._loop is not None:

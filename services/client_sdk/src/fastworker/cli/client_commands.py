@@ -111,6 +111,7 @@ def _with_client(args: argparse.Namespace, body: Callable[[Client], Awaitable[in
             args.discovery_address,
             timeout=args.timeout,
             retries=1,
+            connect_timeout=args.connect_timeout,
             address=args.address,
             auth_token=args.auth_token,
             tls=tls_from(args),

@@ -99,7 +99,14 @@ def add_client_options(parser: argparse.ArgumentParser) -> None:
         "--timeout",
         type=float,
         default=30.0,
-        help="seconds to wait for the control plane (and for a result)",
+        help="seconds a call may take, retries included (and the wait for a result)",
+    )
+    add_option(
+        parser,
+        "--connect-timeout",
+        type=float,
+        default=3.0,
+        help="seconds to find and connect to the control plane before giving up",
     )
     add_auth_token(parser)
     add_tls_options(parser)

@@ -1,8 +1,11 @@
 """FastWorker in a FastAPI application: ``fw = FastWorker(app)``.
 
-``FastWorker(app)`` wires a client into the app's lifespan (started before the app takes
-requests, stopped after), so each Uvicorn worker process has its own connection to the
-control plane; nothing is shared between processes, which is why several workers work.
+``FastWorker(app)`` wires a client into the app's lifespan (started with the app, stopped
+after it), so each Uvicorn worker process has its own connection to the control plane;
+nothing is shared between processes, which is why several workers work. The app never
+waits for the control plane to start: the client connects in the background (and keeps
+trying while there is none), and until it has, what needs the control plane raises
+``ControlPlaneUnavailable``, which the app answers with HTTP 503.
 
 In endpoints, use the instance itself or take it as a dependency::
 
@@ -25,13 +28,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import msgspec
 from fastapi import APIRouter, FastAPI, HTTPException, Response
-from fastapi.responses import StreamingResponse
+from fastapi import Request as HTTPRequest
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 
 from fastworker.client import Client
@@ -52,6 +57,9 @@ __all__ = ["FastWorker", "SubmitRequest"]
 WORKER_REFRESH = 2.0  # seconds between refreshes of ``worker_count``
 EVENT_POLL = 0.2  # seconds between status checks of an event stream
 MAX_WAIT = 60.0  # longest ``/result?wait=`` the router holds a request
+CONNECT_RETRY = (0.5, 5.0)  # first and longest pause between attempts to connect
+
+log = logging.getLogger("fastworker.fastapi")
 
 
 class SubmitRequest(BaseModel):
@@ -79,6 +87,9 @@ class FastWorker:
         self.client = Client(discovery or DEFAULT_DISCOVERY_ADDRESS, **client_options)
         self._worker_count = 0
         self._refresher: asyncio.Task[None] | None = None
+        self._connector: asyncio.Task[None] | None = None
+        self._connected = asyncio.Event()
+        self._last_error: FastWorkerError | None = None
         if app is not None:
             self.attach(app)
 
@@ -92,18 +103,48 @@ class FastWorker:
                 yield state
 
         app.router.lifespan_context = lifespan
+        app.exception_handlers.setdefault(ControlPlaneUnavailable, _unavailable)
 
     async def start(self) -> None:
-        await self.client.start()
+        """Start connecting in the background; returns at once, and never raises for a
+        control plane that is not there (yet)."""
+        self._connected = asyncio.Event()
+        self._connector = asyncio.get_running_loop().create_task(self._connect())
+
+    async def _connect(self) -> None:
+        pause = CONNECT_RETRY[0]
+        while True:
+            try:
+                await self.client.start()
+                break
+            except FastWorkerError as exc:
+                self._last_error = exc
+                log.warning("no control plane yet, retrying in %g s: %s", pause, exc)
+            await asyncio.sleep(pause)
+            pause = min(2 * pause, CONNECT_RETRY[1])
+        self._connected.set()
         await self._refresh_workers()
         self._refresher = asyncio.get_running_loop().create_task(self._keep_refreshing())
 
+    async def ready(self) -> Client:
+        """The connected client, waiting up to its ``connect_timeout`` for the connection;
+        raises ``ControlPlaneUnavailable`` if there is none by then."""
+        if not self._connected.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._connected.wait(), self.client.connect_timeout)
+        if not self._connected.is_set():
+            where = self.client._explicit_address or self.client.discovery_address
+            last = f": {self._last_error}" if self._last_error else ""
+            raise ControlPlaneUnavailable(f"not connected to a control plane ({where}) yet{last}")
+        return self.client
+
     async def stop(self) -> None:
-        if self._refresher is not None:
-            self._refresher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._refresher
-            self._refresher = None
+        for task in (self._connector, self._refresher):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._connector = self._refresher = None
         await self.client.aclose()
 
     async def __aenter__(self) -> FastWorker:
@@ -122,15 +163,15 @@ class FastWorker:
     async def delay(self, task: Any, *args: Any, **kwargs: Any) -> str:
         """Queue ``task`` (a name or an ``@task`` function) and return its id at once;
         the keyword arguments are those of :meth:`fastworker.Client.delay`."""
-        return await self.client.delay(task, *args, **kwargs)
+        return await (await self.ready()).delay(task, *args, **kwargs)
 
     async def result(self, task_id: str, timeout: float | None = None) -> TaskResult:
         """The task's result once it is final (raises ``Timeout`` past ``timeout``)."""
-        return await self.client.wait_result(task_id, timeout)
+        return await (await self.ready()).wait_result(task_id, timeout)
 
     async def status(self, task_id: str) -> TaskResult | None:
         """The task as it is now (``None`` if unknown or expired)."""
-        return await self.client.get_task_result(task_id)
+        return await (await self.ready()).get_task_result(task_id)
 
     @property
     def worker_count(self) -> int:
@@ -155,6 +196,7 @@ class FastWorker:
         @router.post("/{task_name}", status_code=202)
         async def submit(task_name: str, body: SubmitRequest) -> dict[str, str]:
             with _http_errors():
+                await self.ready()
                 task_id = await self.client.apply_async(
                     task_name,
                     body.args,
@@ -182,6 +224,7 @@ class FastWorker:
         @router.delete("/{task_id}")
         async def cancel(task_id: str) -> dict[str, Any]:
             with _http_errors():
+                await self.ready()
                 changed = await self.client.cancel_task(task_id)
             return {"task_id": task_id, "cancelled": changed}
 
@@ -198,7 +241,7 @@ class FastWorker:
 
     async def _known(self, task_id: str) -> TaskResult:
         with _http_errors():
-            found = await self.client.get_task_result(task_id)
+            found = await (await self.ready()).get_task_result(task_id)
         if found is None:
             raise HTTPException(404, f"task {task_id} is unknown or its result has expired")
         return found
@@ -218,6 +261,11 @@ class FastWorker:
             if latest.status != current.status:
                 yield _sse(latest)
             current = latest
+
+
+async def _unavailable(request: HTTPRequest, exc: Exception) -> JSONResponse:
+    """``ControlPlaneUnavailable`` out of any endpoint: 503, so callers retry later."""
+    return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "1"})
 
 
 def _as_json(result: TaskResult) -> Any:
