@@ -15,16 +15,9 @@ from typing import TypeVar
 import msgspec
 import pynng
 
-from fastworker.errors import (
-    ControlPlaneUnavailable,
-    InvalidArguments,
-    MessageTooLarge,
-    Timeout,
-    nobody_at,
-    rejection,
-)
+from fastworker.errors import ControlPlaneUnavailable, Timeout, nobody_at, rejection
 from fastworker.tls import TLS, dial_config
-from fastworker_protocol import Codec, DecodeError, EncodeError, Error, ErrorCode, Message
+from fastworker_protocol import Codec, DecodeError, Error, Message
 
 M = TypeVar("M", bound=Message)
 
@@ -77,13 +70,12 @@ class RequestChannel:
         Error replies raise :class:`~fastworker.errors.RequestRejected` (or a subclass);
         no reply within ``timeout`` raises ``Timeout`` if a control plane is connected,
         else ``ControlPlaneUnavailable``, which comes after ``connect_timeout`` already if
-        no connection is made by then. A message too large to send raises
-        :class:`~fastworker.errors.MessageTooLarge` (``InvalidArguments`` for one that
-        cannot be encoded at all), before anything is sent.
+        no connection is made by then. A message that cannot be sent (too large) raises
+        the protocol's ``EncodeError`` before anything is sent.
         """
         if self._auth is not None:
             message = msgspec.structs.replace(message, auth=self._auth)
-        data = encode(self._codec, message)
+        data = self._codec.encode(message)
         context = self._socket.new_context()
         exchange = asyncio.ensure_future(_exchange(context, data))
         try:
@@ -139,18 +131,6 @@ async def _exchange(context: pynng.Context, data: bytes) -> bytes | None:
     except pynng.Closed:
         return None
     return reply
-
-
-def encode(codec: Codec, message: Message) -> bytes:
-    """``message`` as bytes, or the SDK's error for one that cannot be sent."""
-    try:
-        return codec.encode(message)
-    except EncodeError as exc:
-        # The codec chains the encoder's own error for a value it cannot encode; the size
-        # check raises with no cause.
-        if exc.__cause__ is None:
-            raise MessageTooLarge(ErrorCode.OVERSIZE, str(exc)) from exc
-        raise InvalidArguments(ErrorCode.INVALID_ARGUMENTS, str(exc)) from exc
 
 
 def _discard_outcome(exchange: asyncio.Future[bytes | None]) -> None:

@@ -32,6 +32,7 @@ from fastworker.errors import (
     TaskNotFound,
     Timeout,
     unreachable_announced,
+    unsendable,
 )
 from fastworker.tls import TLS
 from fastworker.tracing import send_spans
@@ -43,6 +44,7 @@ from fastworker_protocol import (
     Cancel,
     Cancelled,
     Codec,
+    EncodeError,
     Get,
     ListSchedules,
     ListTasks,
@@ -462,6 +464,8 @@ class Client:
             per_try = left if wait is not None else left / tries_left
             try:
                 return await channel.request(message, reply_type, per_try, self.connect_timeout)
+            except EncodeError as exc:  # nothing was sent
+                raise unsendable(exc) from exc
             except (Timeout, ControlPlaneUnavailable):
                 now = loop.time()
                 # Still no connection once the connect budget is spent: give up at once

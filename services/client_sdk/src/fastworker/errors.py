@@ -14,7 +14,7 @@ FastWorkerError
 
 from __future__ import annotations
 
-from fastworker_protocol import ErrorCode, TaskError
+from fastworker_protocol import EncodeError, ErrorCode, TaskError
 
 
 class FastWorkerError(Exception):
@@ -113,6 +113,15 @@ _REJECTIONS: dict[str, type[RequestRejected]] = {
     ErrorCode.QUEUE_FULL: QueueFull,
     ErrorCode.UNAUTHORIZED: Unauthorized,
 }
+
+
+def unsendable(exc: EncodeError) -> InvalidArguments:
+    """The SDK's error for a request the codec would not encode, before anything was sent."""
+    # The codec chains the encoder's own error for a value it cannot encode; its size
+    # check raises with no cause.
+    if exc.__cause__ is None:
+        return MessageTooLarge(ErrorCode.OVERSIZE, str(exc))
+    return InvalidArguments(ErrorCode.INVALID_ARGUMENTS, str(exc))
 
 
 def rejection(code: str, message: str) -> RequestRejected:
