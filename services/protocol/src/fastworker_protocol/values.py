@@ -8,7 +8,8 @@ then receive a *different* type, silently. So only these pass:
 
     None, bool, int (-2**63 .. 2**64-1), float (NaN and infinities included), str,
     bytes (bytearray and memoryview too: they come back as bytes), list, tuple (comes
-    back as a list), dict with str or int keys, a time-zone-aware datetime (comes back
+    back as a list), dict (keys: None, bool, int, float, str, bytes, or tuples of these,
+    which come back as tuples), a time-zone-aware datetime (comes back
     as the same instant in UTC), and msgspec.msgpack.Ext (passed through opaque).
 
 Types are matched exactly: a subclass (an IntEnum, a StrEnum, an OrderedDict, a
@@ -35,6 +36,7 @@ from fastworker_protocol.limits import MAX_NESTING
 MIN_INT = -(2**63)
 MAX_INT = 2**64 - 1
 
+_KEY_SCALARS = frozenset({type(None), bool, float, str, bytes})
 _LEAVES = frozenset(
     {type(None), bool, float, str, bytes, bytearray, memoryview, msgspec.msgpack.Ext}
 )
@@ -126,13 +128,24 @@ def _walk(root: Any, where: str, limit: int) -> str | None:
 
 
 def _key_problem(key: object, path: str) -> str | None:
-    kind = type(key)
-    if kind is str or (kind is int and MIN_INT <= key <= MAX_INT):  # type: ignore[operator]
+    if _portable_key(key, MAX_NESTING):
         return None
     return (
-        f"{path} has a key {key!r} of type {kind.__qualname__}: map keys must be str "
-        f"(or int within 64 bits), as only those come back as they were sent"
+        f"{path} has a key {key!r} of type {type(key).__qualname__}: a map key must be "
+        "None, a bool, an int within 64 bits, a float, a str, bytes or a tuple of these, "
+        "as only those come back as they were sent"
     )
+
+
+def _portable_key(key: object, depth: int) -> bool:
+    """msgpack decodes an array used as a map key as a tuple, so tuples of portable keys
+    come back as themselves too (bounded: a key nests at most ``depth`` tuples)."""
+    kind = type(key)
+    if kind in _KEY_SCALARS:
+        return True
+    if kind is int:
+        return bool(MIN_INT <= key <= MAX_INT)  # type: ignore[operator]
+    return kind is tuple and depth > 0 and all(_portable_key(k, depth - 1) for k in key)  # type: ignore[attr-defined]
 
 
 def _leaf_problem(value: object, path: str) -> str | None:
