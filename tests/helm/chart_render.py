@@ -208,18 +208,19 @@ BY_ID = {v.id: v for v in VALUE_SETS}
 IDS = [v.id for v in VALUE_SETS]
 
 
+def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """``extra`` merged into a copy of ``base``, maps key by key (as Helm coalesces values)."""
+    out = copy.deepcopy(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
 def merged(overrides: dict[str, Any]) -> dict[str, Any]:
     """The chart's values.yaml with ``overrides`` merged in (as Helm coalesces them)."""
-
-    def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-        out = copy.deepcopy(base)
-        for key, value in extra.items():
-            if isinstance(value, dict) and isinstance(out.get(key), dict):
-                out[key] = merge(out[key], value)
-            else:
-                out[key] = copy.deepcopy(value)
-        return out
-
     return merge(yaml.safe_load((CHART_DIR / "values.yaml").read_text()), overrides)
 
 

@@ -5,7 +5,6 @@ example gives a control plane that can import its task modules in FastWorker's o
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import re
@@ -28,6 +27,7 @@ from chart_render import (
     Rendering,
     ValueSet,
     build,
+    merge,
 )
 
 README = (CHART_DIR / "README.md").read_text()
@@ -67,16 +67,6 @@ def scalar(text: str) -> Any:
     if text in ("true", "false"):
         return text == "true"
     return int(text) if re.fullmatch(r"-?[0-9]+", text) else text
-
-
-def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(base)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
 
 
 def helm_values(argv: list[str]) -> dict[str, Any]:
