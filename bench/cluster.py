@@ -96,7 +96,9 @@ class Cluster:
     @asynccontextmanager
     async def client(self) -> AsyncIterator[Client]:
         """A client that found the control plane; fails at once if a process died."""
-        client = Client(self.discovery, timeout=CLIENT_TIMEOUT)
+        # The control plane may still be importing (slowly on a busy machine): finding it
+        # may take READY_TIMEOUT, not the SDK's default connect_timeout of 3 s.
+        client = Client(self.discovery, timeout=CLIENT_TIMEOUT, connect_timeout=READY_TIMEOUT)
         try:
             starting = asyncio.ensure_future(client.start())
             try:

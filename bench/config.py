@@ -5,9 +5,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-SCENARIOS = ("floor", "latency", "pipelined", "batch", "io_bound", "memory")
-TOPOLOGY_SCENARIOS = ("latency", "pipelined", "batch", "io_bound")
+SCENARIOS = ("floor", "latency", "pipelined", "batch", "io_bound", "sync", "memory")
+TOPOLOGY_SCENARIOS = ("latency", "pipelined", "batch", "io_bound", "sync")
 TOPOLOGIES = ("cp", "cp+1sw", "cp+2sw", "cp+1sw+journal")
+# `sync` is the peers' shape (control plane that only dispatches + one subworker), so it
+# runs on that topology alone.
+SYNC_TOPOLOGIES = ("cp+1sw",)
 
 RESULT_MAX_SIZE = 200_000  # so a 100,000-task run is not evicted before it is fetched
 SUBMIT_CHUNK = 1_000  # tasks per submit_batch call
@@ -41,6 +44,11 @@ class Sizes:
     floor_latency: int = 2_000
     floor_batched: int = 500_000  # fast: fewer tasks would be measured over ~0.25 s
     floor_single: int = 20_000
+    floor_blocking: int = 10_000  # blocking round trips, after latency_warmup untimed ones
+    sync: int = 5_000  # SyncClient.delay calls, one at a time, then every result waited
+    sync_round_trips: int = 500  # sequential SyncClient.submit_task round trips
+    sync_warmup: int = 50  # untimed round trips before the delay calls (as the peers)
+    sync_post_burst: int = 10  # untimed round trips between the delay calls and the timed ones
 
 
 SMOKE_SIZES = Sizes(
@@ -53,6 +61,11 @@ SMOKE_SIZES = Sizes(
     floor_latency=200,
     floor_batched=5_000,
     floor_single=300,
+    floor_blocking=200,
+    sync=300,
+    sync_round_trips=50,
+    sync_warmup=10,
+    sync_post_burst=5,
 )
 
 
@@ -74,6 +87,7 @@ class BenchConfig:
             "smoke": self.smoke,
             "scenarios": list(self.only),
             "topologies": list(TOPOLOGIES),
+            "sync_topologies": list(SYNC_TOPOLOGIES),
             "submit_chunk": SUBMIT_CHUNK,
             "pipeline_depth": PIPELINE_DEPTH,
             "io_sleep_s": IO_SLEEP_S,

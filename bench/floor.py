@@ -63,7 +63,7 @@ class FloorClient:
                 context.close()  # aborts a pending exchange (cancelling is unreliable)
         if not exchange.done():
             raise FloorError(f"no floor reply within {timeout:g} s{self._dead()}")
-        _check(jobs, _decoder.decode(exchange.result()))
+        check_answer(jobs, _decoder.decode(exchange.result()))
 
     def _dead(self) -> str:
         dead = [p.describe_exit() for p in self.procs if not p.alive()]
@@ -81,7 +81,7 @@ def _discard_outcome(exchange: asyncio.Future[bytes]) -> None:
         exchange.exception()
 
 
-def _check(jobs: list[Job], answer: Answer) -> None:
+def check_answer(jobs: list[Job], answer: Answer) -> None:
     if len(answer.results) != len(jobs):
         raise WrongResult(f"floor: {len(answer.results)} results for {len(jobs)} jobs")
     for job, done in zip(jobs, answer.results, strict=True):

@@ -22,6 +22,11 @@ FLOOR_MATCH = {
     "latency.p999_ms": "floor.latency.p999_ms",
     "pipelined.tasks_per_s": "floor.tasks_per_s.single",
     "batch.tasks_per_s": "floor.tasks_per_s.batched",
+    # The blocking client against blocking round trips: one task per call, one call at a time.
+    "sync.enqueue_per_s": "floor.blocking_rt_per_s",
+    "sync.e2e_per_s": "floor.blocking_rt_per_s",
+    "sync.p50_ms": "floor.blocking_rt_p50_ms",
+    "sync.p99_ms": "floor.blocking_rt_p99_ms",
 }
 
 

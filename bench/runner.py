@@ -16,16 +16,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.cluster import running_cluster
-from bench.config import TOPOLOGIES, BenchConfig
+from bench.config import BenchConfig
 from bench.floor import FLOOR_UNITS, floor_session, measure_floor
+from bench.floor_blocking import BLOCKING_FLOOR_UNITS, blocking_floor_session
 from bench.memory import MEMORY_UNITS, measure_memory
 from bench.procs import Supervisor
 from bench.report import fmt
 from bench.scenarios import SCENARIOS, Run, Scenario
 from bench.stats import summarize
+from bench.sync_scenario import SYNC
 from fastworker import FastWorkerError
 
 Collected = dict[str, list[float]]
+CLUSTER_SCENARIOS: dict[str, Scenario] = {**SCENARIOS, SYNC.name: SYNC}
 
 
 class ScenarioTimeout(RuntimeError):
@@ -53,20 +56,24 @@ class Runner:
         for name in self.config.only:
             if name == "floor":
                 await self._record(FLOOR_UNITS, "floor.{}", self._floor)
+                await self._record(BLOCKING_FLOOR_UNITS, "floor.{}", self._blocking_floor)
             elif name == "memory":
                 await self._record(MEMORY_UNITS, "memory.{}", self._memory)
             else:
-                for topology in TOPOLOGIES:
-                    await self._topology(SCENARIOS[name], topology)
+                scenario = CLUSTER_SCENARIOS[name]
+                for topology in scenario.topologies:
+                    await self._topology(scenario, topology)
         return self.results
 
     async def _topology(self, scenario: Scenario, topology: str) -> None:
         async def body() -> Collected:
             async with running_cluster(self.supervisor, topology, scenario.worker_concurrency) as (
-                _,
+                cluster,
                 client,
             ):
-                run = Run(client, self.config.sizes, topology, self._timeout(scenario))
+                run = Run(
+                    client, cluster.discovery, self.config.sizes, topology, self._timeout(scenario)
+                )
                 label = f"{scenario.name} {topology}"
                 return await self._repeat(label, lambda: within(scenario.measure(run), run.timeout))
 
@@ -82,6 +89,12 @@ class Runner:
         )
         async with floor_session(self.supervisor) as client:
             return await self._repeat("floor", lambda: within(measure_floor(client, s), timeout))
+
+    async def _blocking_floor(self) -> Collected:
+        s = self.config.sizes
+        timeout = self.config.timeout_for(s.floor_blocking + s.latency_warmup)
+        async with blocking_floor_session(self.supervisor) as floor:
+            return await self._repeat("floor blocking", lambda: within(floor.measure(s), timeout))
 
     async def _memory(self) -> Collected:
         tasks = self.config.sizes.memory

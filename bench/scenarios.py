@@ -14,7 +14,14 @@ from time import perf_counter
 from typing import Any
 
 from bench.cluster import SUBWORKERS
-from bench.config import IO_CONCURRENCY, IO_SLEEP_S, PIPELINE_DEPTH, SUBMIT_CHUNK, Sizes
+from bench.config import (
+    IO_CONCURRENCY,
+    IO_SLEEP_S,
+    PIPELINE_DEPTH,
+    SUBMIT_CHUNK,
+    TOPOLOGIES,
+    Sizes,
+)
 from bench.stats import latency_summary_ms
 from fastworker import Client, TaskResult, TaskStatus
 
@@ -28,6 +35,7 @@ class Run:
     """What one repeat of a scenario needs."""
 
     client: Client
+    discovery: str  # the cluster's discovery address, for clients a scenario makes itself
     sizes: Sizes
     topology: str
     timeout: float
@@ -43,6 +51,7 @@ class Scenario:
     tasks: Callable[[Sizes], int]  # how many tasks one repeat runs (for its timeout)
     measure: Measure
     worker_concurrency: int | None = None  # None: the CLI defaults
+    topologies: tuple[str, ...] = TOPOLOGIES  # the topologies it runs on
 
 
 def check(results: Sequence[TaskResult], expected: Sequence[Any]) -> None:

@@ -32,8 +32,19 @@ TOPOLOGY_FREE = (
     "floor.latency.p999_ms",
     "floor.tasks_per_s.batched",
     "floor.tasks_per_s.single",
+    "floor.blocking_rt_p50_ms",
+    "floor.blocking_rt_p99_ms",
+    "floor.blocking_rt_per_s",
 )
-EXPECTED_KEYS = [f"{m}.{t}" for m in PER_TOPOLOGY for t in TOPOLOGIES] + list(TOPOLOGY_FREE)
+SYNC_ONLY = (  # the blocking client runs on the peers' topology alone
+    "sync.enqueue_per_s.cp+1sw",
+    "sync.e2e_per_s.cp+1sw",
+    "sync.p50_ms.cp+1sw",
+    "sync.p99_ms.cp+1sw",
+)
+EXPECTED_KEYS = (
+    [f"{m}.{t}" for m in PER_TOPOLOGY for t in TOPOLOGIES] + list(TOPOLOGY_FREE) + list(SYNC_ONLY)
+)
 
 
 def _is_number(value: object) -> bool:
@@ -56,6 +67,7 @@ def test_a_smoke_run_exits_0_and_writes_a_numeric_median_for_every_key(tmp_path:
     doc = json.loads(out.read_text())
     results = doc["results"]
     assert [k for k in EXPECTED_KEYS if k not in results] == []
+    assert [k for k in results if k.startswith("sync.") and k not in SYNC_ONLY] == []
     not_numeric = {k: results[k] for k in EXPECTED_KEYS if not _is_number(results[k].get("median"))}
     assert not_numeric == {}
     assert {"cores", "cpu_model", "python", "platform", "versions", "date"} <= set(doc["machine"])
