@@ -10,25 +10,28 @@ destination and the task id as the message id.
 The SDK itself only uses the OpenTelemetry API: an application that has not configured a
 tracer provider pays one ``isinstance`` per submission, no spans. Processes that export
 call :func:`configure_tracing`, which reads the standard ``OTEL_*`` variables.
+
+This module never imports OpenTelemetry itself until tracing is in use: a process that
+never touches the API (``fastworker status``, most clients) does not pay for importing it.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, cast
 
 import msgspec
-from opentelemetry import propagate, trace
-from opentelemetry.trace import Span, SpanKind, StatusCode, Tracer
 
 from fastworker_protocol import Priority, TaskSpec
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
+    from opentelemetry.trace import Span, Tracer
 
 __all__ = [
     "TRACEPARENT",
@@ -81,6 +84,7 @@ def configure_tracing(
     if not tracing_requested(env):
         return None
     try:
+        from opentelemetry import trace
         from opentelemetry.sdk.resources import SERVICE_NAME, Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
@@ -152,8 +156,12 @@ def active_tracer() -> Tracer | None:
 
     Called once per submission, so it reads the API's global directly: the public
     ``get_tracer_provider()`` consults ``os.environ`` on every call (about 1 µs) until a
-    provider is set. The integration tests notice if that global ever moves.
+    provider is set. The integration tests notice if that global ever moves. Installing a
+    provider imports the API, so while nothing has imported it there is none.
     """
+    trace = sys.modules.get("opentelemetry.trace")
+    if trace is None:
+        return None
     provider = getattr(trace, "_TRACER_PROVIDER", None)
     if provider is None or isinstance(provider, trace.NoOpTracerProvider):
         return None
@@ -193,6 +201,8 @@ def trace_id_of(headers: Mapping[str, str]) -> str | None:
 
 
 def mark_failed(span: Span, error_type: str, message: str = "") -> None:
+    from opentelemetry.trace import StatusCode  # a span exists: the API is loaded already
+
     span.set_attribute("error.type", error_type)
     span.set_status(StatusCode.ERROR, message or error_type)
 
@@ -213,6 +223,9 @@ class send_spans:  # noqa: N801  (used like a function: ``with send_spans(...) a
         if tracer is None:
             self._specs = list(specs)
             return
+        from opentelemetry import propagate, trace
+        from opentelemetry.trace import SpanKind
+
         self._specs = []
         for spec in specs:
             span = tracer.start_span(

@@ -12,7 +12,6 @@ from typing import Any
 
 import msgspec
 
-from fastworker.cli.batch import submit_batch_file
 from fastworker.cli.common import (
     EXIT_OK,
     EXIT_TASK_FAILED,
@@ -135,6 +134,7 @@ def _submit(args: argparse.Namespace) -> int:
     if args.batch is not None:
         if args.task_name or args.args or args.kwargs:
             raise CommandError("--batch takes every task from its file: drop --task-name/--args")
+        from fastworker.cli.batch import submit_batch_file  # only --batch needs it
 
         async def batch(client: Client) -> int:
             return await submit_batch_file(

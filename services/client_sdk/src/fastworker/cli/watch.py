@@ -10,8 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import urllib.error
-import urllib.request
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
@@ -98,6 +96,9 @@ def _get_json(url: str, token: str | None) -> dict[str, Any]:
 
 
 def _open(url: str, token: str | None, timeout: float | None) -> Any:
+    import urllib.error  # urllib.request (http.client, email) only for the command using it
+    import urllib.request
+
     request = urllib.request.Request(url, headers={"Accept": "text/event-stream, */*"})
     if token:
         request.add_header("Authorization", f"Bearer {token}")
