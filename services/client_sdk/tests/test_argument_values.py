@@ -12,7 +12,7 @@ from uuid import UUID
 import pytest
 
 from fastworker import BatchItem, Client, InvalidArguments, Priority
-from fastworker.client import _spec
+from fastworker._calls import task_spec
 
 
 @dataclasses.dataclass
@@ -81,19 +81,19 @@ async def test_each_refused_type_raises_invalid_arguments_at_submit_and_nothing_
 
 def test_the_message_names_the_argument_s_place() -> None:
     with pytest.raises(InvalidArguments, match=r"add\(\): args\[1\] has type set"):
-        _spec("add", (1, {2}), None, None)
+        task_spec("add", (1, {2}), None, None)
     with pytest.raises(InvalidArguments, match=r"add\(\): kwargs\['y'\]\['k'\]\[0\] has type"):
-        _spec("add", (), {"y": {"k": [UUID(int=0)]}}, None)
+        task_spec("add", (), {"y": {"k": [UUID(int=0)]}}, None)
 
 
 def test_portable_arguments_pass_and_a_tuple_is_sent_as_a_list() -> None:
     when = datetime(2024, 1, 2, tzinfo=UTC)
     args = (None, True, 2**64 - 1, -(2**63), 1.5, "s", b"b", (1, 2), {"k": [when]}, {1: "int key"})
-    spec = _spec("t", args, {"raw": bytearray(b"x")}, None)
+    spec = task_spec("t", args, {"raw": bytearray(b"x")}, None)
     assert spec.args == list(args)
     assert spec.kwargs == {"raw": bytearray(b"x")}
 
 
 def test_a_kwargs_key_that_is_not_a_str_is_refused() -> None:
     with pytest.raises(InvalidArguments, match="kwargs has a key that is not a str"):
-        _spec("t", (), {1: "x"}, None)  # type: ignore[dict-item]
+        task_spec("t", (), {1: "x"}, None)  # type: ignore[dict-item]

@@ -25,7 +25,7 @@ from fastworker import (
     UnknownTask,
     unwrap,
 )
-from fastworker.client import _batch_item, _priority, _spec, announce_from_base
+from fastworker._calls import announce_from_base, batch_item, priority_of, task_spec
 from fastworker.errors import rejection
 from fastworker_protocol import ErrorCode
 
@@ -185,8 +185,8 @@ def test_task_status_members_equal_their_lowercase_names() -> None:
 
 
 def test_a_spec_keeps_a_given_id_and_otherwise_generates_one() -> None:
-    given = _spec("add", (1, 2), {"z": 3}, "my-id")
-    generated = _spec("add", [], None, None)
+    given = task_spec("add", (1, 2), {"z": 3}, "my-id")
+    generated = task_spec("add", [], None, None)
 
     assert (given.id, given.name, given.args, given.kwargs) == ("my-id", "add", [1, 2], {"z": 3})
     assert len(generated.id) == 32
@@ -196,21 +196,21 @@ def test_a_spec_keeps_a_given_id_and_otherwise_generates_one() -> None:
 def test_the_priority_is_the_explicit_one_then_the_task_s_then_normal() -> None:
     urgent = Task(fn=print, name="urgent", priority=Priority.CRITICAL)
 
-    assert _priority("add", None) == Priority.NORMAL
-    assert _priority(urgent, None) == Priority.CRITICAL
-    assert _priority(urgent, "low") == Priority.LOW
-    assert _spec(urgent, (), None, None).name == "urgent"
+    assert priority_of("add", None) == Priority.NORMAL
+    assert priority_of(urgent, None) == Priority.CRITICAL
+    assert priority_of(urgent, "low") == Priority.LOW
+    assert task_spec(urgent, (), None, None).name == "urgent"
 
 
 def test_batch_items_may_be_items_tuples_or_mappings() -> None:
     item = BatchItem("add", (1, 2), {}, "high")
 
-    assert _batch_item(item) is item
-    assert _batch_item(("add", (1, 2), {}, "high")) == item
-    assert _batch_item({"task_name": "add", "args": (1, 2), "priority": "high"}) == item
-    assert _batch_item({"name": "add"}) == BatchItem("add")
+    assert batch_item(item) is item
+    assert batch_item(("add", (1, 2), {}, "high")) == item
+    assert batch_item({"task_name": "add", "args": (1, 2), "priority": "high"}) == item
+    assert batch_item({"name": "add"}) == BatchItem("add")
 
 
 def test_a_batch_mapping_without_a_task_name_is_refused() -> None:
     with pytest.raises(ValueError, match="no task_name"):
-        _batch_item({"args": (1,)})
+        batch_item({"args": (1,)})

@@ -42,16 +42,7 @@ class RequestChannel:
         self._unreachable = unreachable or nobody_at(address)
         self._codec = codec
         self._auth = auth  # the control plane's shared token, put in every request
-        # Naming the backend spares pynng a sniffio lookup on every send and receive.
-        self._socket = pynng.Req0(
-            recv_max_size=_nng_limit(codec),
-            async_backend="asyncio",
-            tls_config=dial_config(address, tls),
-        )
-        self._socket.resend_time = _NO_RESEND
-        self._socket.reconnect_time_min = 50
-        self._socket.reconnect_time_max = 1000
-        self._socket.dial(address, block=False)
+        self._socket = dial_req(address, codec, tls)
         self._closed = False
 
     @property
@@ -73,9 +64,7 @@ class RequestChannel:
         no connection is made by then. A message that cannot be sent (too large) raises
         the protocol's ``EncodeError`` before anything is sent.
         """
-        if self._auth is not None:
-            message = msgspec.structs.replace(message, auth=self._auth)
-        data = self._codec.encode(message)
+        data = self._codec.encode(with_auth(message, self._auth))
         context = self._socket.new_context()
         exchange = asyncio.ensure_future(_exchange(context, data))
         try:
@@ -102,19 +91,7 @@ class RequestChannel:
             raise ControlPlaneUnavailable(f"connection to {self.address} failed: {exc}") from exc
         if reply_bytes is None:
             raise ControlPlaneUnavailable(f"the connection to {self.address} was closed")
-        try:
-            reply = self._codec.decode(reply_bytes)
-        except DecodeError as exc:
-            raise ControlPlaneUnavailable(
-                f"{self.address} sent an unreadable reply: {exc}"
-            ) from exc
-        if isinstance(reply, Error):
-            raise rejection(reply.code, reply.message)
-        if not isinstance(reply, reply_type):
-            raise ControlPlaneUnavailable(
-                f"{self.address} replied {type(reply).__name__}, expected {reply_type.__name__}"
-            )
-        return reply
+        return read_reply(self._codec, self.address, reply_bytes, reply_type)
 
     def close(self) -> None:
         if not self._closed:
@@ -138,7 +115,44 @@ def _discard_outcome(exchange: asyncio.Future[bytes | None]) -> None:
         exchange.exception()
 
 
-def _nng_limit(codec: Codec) -> int:
+def dial_req(address: str, codec: Codec, tls: TLS | None) -> pynng.Req0:
+    """A REQ socket dialing ``address`` in the background (redialing after a loss), which
+    never resends a request by itself. Its asyncio backend is named, which spares pynng a
+    sniffio lookup on every async send and receive; blocking calls ignore it."""
+    socket = pynng.Req0(
+        recv_max_size=nng_limit(codec),
+        async_backend="asyncio",
+        tls_config=dial_config(address, tls),
+    )
+    socket.resend_time = _NO_RESEND
+    socket.reconnect_time_min = 50
+    socket.reconnect_time_max = 1000
+    socket.dial(address, block=False)
+    return socket
+
+
+def read_reply(codec: Codec, address: str, data: bytes, reply_type: type[M]) -> M:
+    """The decoded reply from ``address``; an ``Error`` reply raises its SDK error, and a
+    reply that does not decode or is of another type raises ``ControlPlaneUnavailable``."""
+    try:
+        reply = codec.decode(data)
+    except DecodeError as exc:
+        raise ControlPlaneUnavailable(f"{address} sent an unreadable reply: {exc}") from exc
+    if isinstance(reply, Error):
+        raise rejection(reply.code, reply.message)
+    if not isinstance(reply, reply_type):
+        raise ControlPlaneUnavailable(
+            f"{address} replied {type(reply).__name__}, expected {reply_type.__name__}"
+        )
+    return reply
+
+
+def with_auth(message: M, auth: str | None) -> M:
+    """``message`` carrying the control plane's shared token, if there is one."""
+    return message if auth is None else msgspec.structs.replace(message, auth=auth)
+
+
+def nng_limit(codec: Codec) -> int:
     """NNG's own frame limit: twice the codec's, so a frame between the two gets a typed
     ``oversize`` error from the codec, and only absurd frames drop the connection."""
     return 2 * codec.max_message_size

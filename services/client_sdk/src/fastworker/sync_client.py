@@ -1,34 +1,76 @@
-"""The blocking client, for scripts and WSGI apps: the async client run on a private loop.
+"""The blocking client, for scripts and WSGI apps (Django, Flask): every call goes from the
+calling thread straight to NNG and back, with no event loop in between.
 
-Every method forwards to :class:`~fastworker.client.Client` on an event loop that lives in
-a daemon thread owned by this object, so there is exactly one implementation of each call.
+It builds the same messages and reads the same replies as the async
+:class:`~fastworker.client.Client` (both use ``_calls``); only the I/O differs, done here
+by ``_blocking``: blocking sends and receives on a pool of NNG contexts. Any number of
+threads may share one ``SyncClient``.
+
+Completion callbacks are the exception: they need something listening while the caller
+does other things, so the first ``delay_with_callback`` (or use of :attr:`async_client`)
+starts one background thread running the async client, which watches and calls back.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
+from fastworker._blocking import BlockingChannel, announcement
 from fastworker._callbacks import Callback
-from fastworker.client import BatchItem, Client, TaskPage, TaskRef
+from fastworker._calls import (
+    BatchItem,
+    TaskPage,
+    TaskRef,
+    announce_from_base,
+    batch_specs,
+    eta_of,
+    final,
+    id_chunks,
+    priority_of,
+    task_page,
+    task_spec,
+    unwrap,
+)
+from fastworker.client import Client
+from fastworker.errors import ControlPlaneUnavailable, FastWorkerError, Timeout, unsendable
+from fastworker.tracing import send_spans
 from fastworker_protocol import (
     DEFAULT_DISCOVERY_ADDRESS,
+    Accepted,
+    Announce,
+    Cancel,
+    Cancelled,
+    EncodeError,
+    Get,
+    ListSchedules,
+    ListTasks,
+    ListWorkers,
+    Message,
     Priority,
+    Results,
     ScheduleInfo,
+    ScheduleList,
+    Submit,
+    TaskList,
     TaskResult,
+    TaskSpec,
     TaskState,
     WorkerInfo,
+    WorkerList,
 )
 
-T = TypeVar("T")
+M = TypeVar("M", bound=Message)
 
 
 class SyncClient:
-    """Blocking FastWorker client; same arguments and methods as :class:`Client`."""
+    """Blocking FastWorker client; same arguments and methods as :class:`Client`, and safe
+    to share between threads."""
 
     def __init__(
         self,
@@ -37,52 +79,59 @@ class SyncClient:
         retries: int = 3,
         **options: Any,
     ) -> None:
+        # The async client holds the settings (checked once, for both) and, once a
+        # callback is asked for, watches tasks on the background thread.
         self._client = Client(discovery_address, timeout, retries, **options)
+        self._settings = self._client._settings
+        self._lock = threading.Lock()
+        self._announce: Announce | None = None
+        self._submit: dict[Priority, BlockingChannel] = {}
+        self._results: BlockingChannel | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        if self._loop is None:
-            coro.close()
-            raise RuntimeError("SyncClient is not started: call start() or use `with`")
-        if threading.current_thread() is self._thread:
-            # Blocking here would stop the very loop that must answer: a deadlock.
-            coro.close()
-            raise RuntimeError(
-                "a SyncClient cannot be called from its own callbacks (they run on its "
-                "event loop thread): make the callback async and await "
-                "`sync_client.async_client` there, or hand the work to another thread"
-            )
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
-
-    @property
-    def async_client(self) -> Client:
-        """The async :class:`Client` underneath, for async callbacks, which run on this
-        client's loop and cannot call its blocking methods."""
-        return self._client
+    # --- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
-        if self._loop is not None:
-            return
-        loop = asyncio.new_event_loop()
-        thread = threading.Thread(target=loop.run_forever, name="fastworker-client", daemon=True)
-        thread.start()
-        self._loop, self._thread = loop, thread
-        try:
-            self._run(self._client.start())
-        except BaseException:
-            self.stop()
-            raise
+        """Find the control plane and connect to it; idempotent."""
+        with self._lock:
+            if self._results is not None:
+                return
+            s = self._settings
+            if s.address is not None:
+                announce = announce_from_base(s.address)
+            else:
+                announce = announcement(
+                    s.discovery_address, s.codec, s.tls, s.timeout, s.connect_timeout
+                )
+            self._submit = {
+                p: self._channel(address, announce)
+                for p, address in zip(Priority.by_rank(), announce.submit, strict=True)
+            }
+            self._results = self._channel(announce.results, announce)
+            self._announce = announce
+
+    def _channel(self, address: str, announce: Announce) -> BlockingChannel:
+        s = self._settings
+        unreachable = s.unreachable(address, announce)
+        return BlockingChannel(address, s.codec, s.auth, s.tls, unreachable=unreachable)
 
     def stop(self) -> None:
-        loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
-            return
-        self._client.stop()
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join()
-        loop.close()
-        self._loop = self._thread = None
+        """Close every socket (calls blocked on them raise ``ControlPlaneUnavailable``) and
+        the callback thread, if one was started. Safe to call more than once."""
+        with self._lock:
+            channels = [*self._submit.values(), *([self._results] if self._results else [])]
+            self._submit, self._results, self._announce = {}, None, None
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        for channel in channels:
+            channel.close()
+        if loop is not None and thread is not None:
+            self._client.stop()
+            loop.call_soon_threadsafe(loop.stop)
+            if thread is not threading.current_thread():
+                thread.join()
+                loop.close()
 
     close = stop
 
@@ -98,6 +147,8 @@ class SyncClient:
     ) -> None:
         self.stop()
 
+    # --- submitting -----------------------------------------------------------------------
+
     def delay(
         self,
         task: TaskRef,
@@ -108,16 +159,15 @@ class SyncClient:
         idempotency_key: str | None = None,
         **kwargs: Any,
     ) -> str:
-        return self._run(
-            self._client.delay(
-                task,
-                *args,
-                priority=priority,
-                countdown=countdown,
-                eta=eta,
-                idempotency_key=idempotency_key,
-                **kwargs,
-            )
+        """As :meth:`Client.delay`: queue a task and return its id."""
+        return self.apply_async(
+            task,
+            args,
+            kwargs,
+            priority=priority,
+            countdown=countdown,
+            eta=eta,
+            idempotency_key=idempotency_key,
         )
 
     def apply_async(
@@ -134,20 +184,21 @@ class SyncClient:
         time_limit: float | None = None,
         idempotency_key: str | None = None,
     ) -> str:
-        return self._run(
-            self._client.apply_async(
-                task,
-                args,
-                kwargs,
-                priority=priority,
-                task_id=task_id,
-                countdown=countdown,
-                eta=eta,
-                max_retries=max_retries,
-                time_limit=time_limit,
-                idempotency_key=idempotency_key,
-            )
+        """As :meth:`Client.apply_async`: queue a task and return its id."""
+        spec = task_spec(
+            task,
+            args,
+            kwargs,
+            task_id,
+            eta=eta_of(countdown, eta),
+            max_retries=max_retries,
+            timeout=time_limit,
+            idempotency_key=idempotency_key,
         )
+        queue = priority_of(task, priority)
+        with send_spans([spec], queue) as traced:
+            reply = self._request(self._submit_channel(queue), Submit(tasks=traced), Accepted)
+        return reply.task_ids[0]
 
     def delay_with_callback(
         self,
@@ -157,10 +208,12 @@ class SyncClient:
         priority: Priority | str | None = None,
         **kwargs: Any,
     ) -> str:
-        """As :meth:`Client.delay_with_callback`; the callback runs on this client's thread."""
-        return self._run(
-            self._client.delay_with_callback(task, callback, *args, priority=priority, **kwargs)
-        )
+        """As :meth:`Client.delay_with_callback`; the callback runs on this client's
+        background thread."""
+        task_id = self.apply_async(task, args, kwargs, priority=priority)
+        client, loop = self._background()
+        loop.call_soon_threadsafe(client.watch, task_id, callback)
+        return task_id
 
     def submit_task(
         self,
@@ -170,41 +223,149 @@ class SyncClient:
         priority: Priority | str | None = None,
         timeout: float | None = None,
     ) -> TaskResult:
-        return self._run(self._client.submit_task(task_name, args, kwargs, priority, timeout))
+        """As :meth:`Client.submit_task`: queue a task and wait for its final result."""
+        wait = self._settings.timeout if timeout is None else timeout
+        queue = priority_of(task_name, priority)
+        with send_spans([task_spec(task_name, args, kwargs)], queue) as (spec,):
+            message = Submit(tasks=[spec], wait=wait)
+            reply = self._request(self._submit_channel(queue), message, Results, wait)
+        self._client._known.remember(reply.results)
+        return final(spec.id, reply.results[0], wait)
 
     def submit_batch(
         self, items: Iterable[BatchItem | Mapping[str, Any] | tuple[Any, ...]]
     ) -> list[str]:
-        return self._run(self._client.submit_batch(list(items)))
+        """As :meth:`Client.submit_batch` (the messages are sent one after the other)."""
+        ids, chunks = batch_specs(list(items))
+        for priority, specs in chunks:
+            self._send_chunk(priority, specs)
+        return ids
+
+    def _send_chunk(self, priority: Priority, specs: list[TaskSpec]) -> None:
+        with send_spans(specs, priority) as traced:
+            self._request(self._submit_channel(priority), Submit(tasks=traced), Accepted)
+
+    # --- results ----------------------------------------------------------------------------
 
     def get_task_result(self, task_id: str) -> TaskResult | None:
-        return self._run(self._client.get_task_result(task_id))
+        """What the control plane knows of the task now; ``None`` if unknown or expired."""
+        return self._get([task_id], None)[0]
 
     def wait_result(self, task_id: str, timeout: float | None = None) -> TaskResult:
-        return self._run(self._client.wait_result(task_id, timeout))
+        """Wait until the task is final and return its result (any status)."""
+        wait = self._settings.timeout if timeout is None else timeout
+        return final(task_id, self._get([task_id], wait)[0], wait)
 
     def wait_results(
         self, task_ids: Sequence[str], timeout: float | None = None
     ) -> list[TaskResult]:
-        return self._run(self._client.wait_results(task_ids, timeout))
+        """As :meth:`Client.wait_results`; one deadline for all (messages of 1,000 ids are
+        waited for one after the other, each for what is left of it)."""
+        wait = self._settings.timeout if timeout is None else timeout
+        deadline = time.monotonic() + wait
+        results: list[TaskResult] = []
+        for chunk in id_chunks(task_ids):
+            got = self._get(chunk, max(0.0, deadline - time.monotonic()))
+            results.extend(final(i, r, wait) for i, r in zip(chunk, got, strict=True))
+        return results
 
     def wait(self, task_id: str, timeout: float | None = None) -> Any:
-        return self._run(self._client.wait(task_id, timeout))
+        """Wait for the task and return its value; raise ``TaskFailed`` / ``TaskCancelled``."""
+        return unwrap(self.wait_result(task_id, timeout))
+
+    def _get(self, task_ids: list[str], wait: float | None) -> list[TaskResult | None]:
+        message = Get(task_ids=task_ids, wait=wait)
+        reply = self._request(self._results_channel(), message, Results, wait)
+        self._client._known.remember(reply.results)
+        return reply.results
 
     def get_result(self, task_id: str) -> TaskResult | None:
+        """The last result this client saw for the task (no network call)."""
         return self._client.get_result(task_id)
 
     def get_status(self, task_id: str) -> TaskState | None:
+        """The last status this client saw for the task (no network call)."""
         return self._client.get_status(task_id)
 
     def cancel_task(self, task_id: str) -> bool:
-        return self._run(self._client.cancel_task(task_id))
+        """Cancel a task that has not finished; ``False`` if it already had."""
+        reply = self._request(self._results_channel(), Cancel(task_id=task_id), Cancelled)
+        return reply.changed
 
     def list_tasks(self, status: TaskState | str | None = None, limit: int = 100) -> TaskPage:
-        return self._run(self._client.list_tasks(status, limit))
+        state = TaskState(status) if status is not None else None
+        message = ListTasks(status=state, limit=limit)
+        return task_page(self._request(self._results_channel(), message, TaskList))
 
     def list_schedules(self) -> list[ScheduleInfo]:
-        return self._run(self._client.list_schedules())
+        return self._request(self._results_channel(), ListSchedules(), ScheduleList).schedules
 
     def list_workers(self) -> list[WorkerInfo]:
-        return self._run(self._client.list_workers())
+        return self._request(self._results_channel(), ListWorkers(), WorkerList).workers
+
+    # --- callbacks --------------------------------------------------------------------------
+
+    @property
+    def async_client(self) -> Client:
+        """The async :class:`Client` on this client's background thread (started on first
+        use), for async callbacks, which run there."""
+        return self._background()[0]
+
+    def _background(self) -> tuple[Client, asyncio.AbstractEventLoop]:
+        """The async client watching for callbacks, and the loop of its thread; both
+        started on first use, connected to the control plane this client found."""
+        with self._lock:
+            if self._announce is None:
+                raise _not_started()
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=loop.run_forever, name="fastworker-callbacks", daemon=True
+                )
+                thread.start()
+                asyncio.run_coroutine_threadsafe(_open(self._client, self._announce), loop).result()
+                self._loop, self._thread = loop, thread
+            return self._client, self._loop
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    def _request(
+        self,
+        channel: BlockingChannel,
+        message: Message,
+        reply_type: type[M],
+        wait: float | None = None,
+    ) -> M:
+        # One deadline for the call, shared by its attempts (see Budget).
+        budget = self._settings.budget(wait)
+        started = time.monotonic()
+        for attempt in range(budget.retries + 1):
+            per_try = budget.per_try(attempt, budget.total - (time.monotonic() - started))
+            try:
+                return channel.request(message, reply_type, per_try, budget.connect_timeout)
+            except EncodeError as exc:  # nothing was sent
+                raise unsendable(exc) from exc
+            except (Timeout, ControlPlaneUnavailable):
+                if budget.give_up(attempt, time.monotonic() - started, channel.connected):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _submit_channel(self, priority: Priority) -> BlockingChannel:
+        channel = self._submit.get(priority)
+        if channel is None:
+            raise _not_started()
+        return channel
+
+    def _results_channel(self) -> BlockingChannel:
+        channel = self._results
+        if channel is None:
+            raise _not_started()
+        return channel
+
+
+async def _open(client: Client, announce: Announce) -> None:
+    client._open(announce)
+
+
+def _not_started() -> FastWorkerError:
+    return FastWorkerError("SyncClient is not started: call start() or use `with`")

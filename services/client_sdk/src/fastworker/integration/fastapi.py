@@ -133,7 +133,7 @@ class FastWorker:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._connected.wait(), self.client.connect_timeout)
         if not self._connected.is_set():
-            where = self.client._explicit_address or self.client.discovery_address
+            where = self.client._settings.address or self.client.discovery_address
             last = f": {self._last_error}" if self._last_error else ""
             raise ControlPlaneUnavailable(f"not connected to a control plane ({where}) yet{last}")
         return self.client

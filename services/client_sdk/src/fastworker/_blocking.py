@@ -1,0 +1,175 @@
+"""Blocking I/O for :class:`~fastworker.sync_client.SyncClient`: requests and discovery
+done on the calling thread, straight to NNG, with no event loop in between.
+
+A request takes an idle NNG context from the channel's pool (or opens one), sets its
+send and receive timeouts to what is left of the call's deadline, sends and waits for the
+reply in C with the GIL released, and gives the context back. Many threads may share one
+channel: each request has its own context, so replies never cross. As in the async
+channel, NNG never resends: retrying is the caller's decision.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from typing import TypeVar
+
+import pynng
+from pynng.exceptions import check_err
+
+from fastworker._transport import dial_req, read_reply, with_auth
+from fastworker.errors import ControlPlaneUnavailable, Timeout, nobody_at
+from fastworker.tls import TLS, dial_config
+from fastworker_protocol import Announce, Codec, DecodeError, Message, Probe
+
+M = TypeVar("M", bound=Message)
+
+MAX_IDLE_CONTEXTS = 64  # kept open for reuse; more threads than this open and close theirs
+_PROBE_INTERVAL = 0.25
+_SEND_TIMEOUT = b"send-timeout"  # NNG_OPT_SENDTIMEO
+_RECV_TIMEOUT = b"recv-timeout"  # NNG_OPT_RECVTIMEO
+
+
+class BlockingChannel:
+    """Sends requests to one REP address from the calling thread; thread-safe."""
+
+    def __init__(
+        self,
+        address: str,
+        codec: Codec,
+        auth: str | None = None,
+        tls: TLS | None = None,
+        *,
+        unreachable: str | None = None,
+    ) -> None:
+        """``unreachable`` is the message for a control plane never connected (default:
+        nobody answered at ``address``)."""
+        self.address = address
+        self._unreachable = unreachable or nobody_at(address)
+        self._codec = codec
+        self._auth = auth
+        self._socket = dial_req(address, codec, tls)
+        self._idle: list[pynng.Context] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def connected(self) -> bool:
+        return bool(self._socket.pipes)
+
+    def request(
+        self,
+        message: Message,
+        reply_type: type[M],
+        timeout: float,
+        connect_timeout: float | None = None,
+    ) -> M:
+        """Send ``message`` and return its reply, raising the SDK's errors, as
+        :meth:`RequestChannel.request <fastworker._transport.RequestChannel.request>` does:
+        ``Timeout`` if connected but not answered within ``timeout``, else
+        ``ControlPlaneUnavailable`` (after ``connect_timeout`` already, if no connection is
+        made by then); ``EncodeError`` before anything is sent if it cannot be sent."""
+        data = self._codec.encode(with_auth(message, self._auth))
+        deadline = time.monotonic() + timeout
+        # A REQ send waits for a connection to take it: that wait is the connect budget.
+        send_for = timeout
+        if connect_timeout is not None and not self.connected:
+            send_for = min(timeout, connect_timeout)
+        context = self._take()
+        done = False
+        try:
+            _set_ms(context, _SEND_TIMEOUT, send_for)
+            context.send(data)
+            _set_ms(context, _RECV_TIMEOUT, deadline - time.monotonic())
+            reply = context.recv()
+            done = True
+        except pynng.Timeout:
+            if not self.connected:
+                raise ControlPlaneUnavailable(self._unreachable) from None
+            raise Timeout(f"no reply from {self.address} within {timeout:g} s") from None
+        except pynng.Closed:
+            raise ControlPlaneUnavailable(f"the connection to {self.address} was closed") from None
+        except pynng.NNGException as exc:
+            raise ControlPlaneUnavailable(f"connection to {self.address} failed: {exc}") from exc
+        finally:
+            self._give_back(context, reusable=done)
+        return read_reply(self._codec, self.address, reply, reply_type)
+
+    def _take(self) -> pynng.Context:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        try:
+            return self._socket.new_context()
+        except pynng.NNGException as exc:  # the channel was closed
+            raise ControlPlaneUnavailable(f"the connection to {self.address} was closed") from exc
+
+    def _give_back(self, context: pynng.Context, *, reusable: bool) -> None:
+        """Keep ``context`` for the next request, or close it: after a failed exchange (its
+        state is not worth trusting), past ``MAX_IDLE_CONTEXTS``, or once closed."""
+        with self._lock:
+            if reusable and not self._closed and len(self._idle) < MAX_IDLE_CONTEXTS:
+                self._idle.append(context)
+                return
+        with contextlib.suppress(pynng.NNGException):
+            context.close()
+
+    def close(self) -> None:
+        """Close the socket; requests waiting on it end with ``ControlPlaneUnavailable``."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for context in idle:
+            with contextlib.suppress(pynng.NNGException):
+                context.close()
+        self._socket.close()
+
+
+def _set_ms(context: pynng.Context, option: bytes, seconds: float) -> None:
+    """Set a timeout option of one context (pynng exposes options on sockets only)."""
+    ms = max(1, int(seconds * 1000))
+    check_err(pynng.lib.nng_ctx_set_ms(context.context, option, ms))
+
+
+def announcement(
+    address: str,
+    codec: Codec,
+    tls: TLS | None,
+    timeout: float,
+    connect_timeout: float | None = None,
+) -> Announce:
+    """The first control plane announcement heard on the discovery bus at ``address``
+    within ``timeout`` seconds, probing meanwhile; with ``connect_timeout``, give up sooner
+    if the bus has not connected by then. Blocking counterpart of ``DiscoveryPeer``."""
+    probe = codec.encode(Probe(role="client"))
+    with pynng.Bus0(
+        recv_max_size=2 * codec.max_message_size, tls_config=dial_config(address, tls)
+    ) as bus:
+        bus.reconnect_time_min = 50
+        bus.reconnect_time_max = 1000
+        bus.dial(address, block=False)
+        start = time.monotonic()
+        connect_for = timeout if connect_timeout is None else min(timeout, connect_timeout)
+        while (elapsed := time.monotonic() - start) < timeout:
+            if elapsed >= connect_for and not bus.pipes:
+                timeout = connect_for
+                break
+            with contextlib.suppress(pynng.NNGException):
+                bus.send(probe, block=False)
+            bus.recv_timeout = max(1, int(1000 * min(timeout - elapsed, _PROBE_INTERVAL)))
+            with contextlib.suppress(pynng.Timeout):
+                heard = _announce(codec, bus.recv())
+                if heard is not None:
+                    return heard
+    raise ControlPlaneUnavailable(nobody_at(address, "announced itself", within=timeout))
+
+
+def _announce(codec: Codec, data: bytes) -> Announce | None:
+    try:
+        message = codec.decode(data)
+    except DecodeError:
+        return None
+    return message if isinstance(message, Announce) else None

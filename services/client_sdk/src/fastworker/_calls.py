@@ -1,0 +1,308 @@
+"""What the clients' calls send and how their replies are read, with no I/O.
+
+The async :class:`~fastworker.client.Client` and the blocking
+:class:`~fastworker.sync_client.SyncClient` move bytes differently (an event loop, or
+the calling thread), but build the same messages, retry within the same deadline and
+turn replies into the same values and errors: that part lives here, once.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from fastworker._task import Task
+from fastworker.errors import (
+    InvalidArguments,
+    TaskCancelled,
+    TaskFailed,
+    TaskNotFound,
+    Timeout,
+    unreachable_announced,
+)
+from fastworker.tls import TLS
+from fastworker_protocol import (
+    Announce,
+    Codec,
+    PortMap,
+    Priority,
+    TaskList,
+    TaskResult,
+    TaskSpec,
+    TaskState,
+    check_portable,
+    tcp_address,
+)
+
+TaskRef = str | Task[..., Any]
+BATCH_CHUNK = 1000  # tasks per submit message, ids per get message
+DEFAULT_CONNECT_TIMEOUT = 3.0
+REPLY_GRACE = 5.0  # seconds a held wait allows past its wait for the reply to arrive
+KNOWN_RESULTS = 10_000  # results a client remembers for get_result/get_status
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A client's settings, checked, and completed from the environment, once."""
+
+    discovery_address: str
+    timeout: float
+    retries: int
+    connect_timeout: float
+    address: str | None  # an explicit submission address: no discovery
+    codec: Codec
+    auth: str | None  # the control plane's shared token
+    tls: TLS | None
+
+    @classmethod
+    def of(
+        cls,
+        discovery_address: str,
+        timeout: float,
+        retries: int,
+        *,
+        address: str | None,
+        max_message_size: int,
+        auth_token: str | None,
+        tls: TLS | None,
+        connect_timeout: float,
+    ) -> Settings:
+        if timeout <= 0:
+            raise ValueError("timeout must be positive")
+        if retries < 0:
+            raise ValueError("retries must be >= 0")
+        if connect_timeout <= 0:
+            raise ValueError("connect_timeout must be positive")
+        return cls(
+            discovery_address=discovery_address,
+            timeout=timeout,
+            retries=retries,
+            connect_timeout=min(connect_timeout, timeout),
+            address=address,
+            codec=Codec(max_message_size),
+            auth=auth_token or os.environ.get("FASTWORKER_AUTH_TOKEN") or None,
+            tls=tls or TLS.from_env(),
+        )
+
+    def budget(self, wait: float | None) -> Budget:
+        return Budget(self.timeout, self.retries, self.connect_timeout, wait)
+
+    def unreachable(self, address: str, announce: Announce) -> str | None:
+        """What to say when ``address`` cannot be reached: for an announced address, that
+        it was announced (by whom, and where it was heard); ``None``: the default."""
+        if self.address is not None:
+            return None
+        return unreachable_announced(address, announce.submit[0], self.discovery_address)
+
+
+class KnownResults:
+    """The last result a client saw of each of its latest tasks; thread-safe."""
+
+    def __init__(self, limit: int = KNOWN_RESULTS) -> None:
+        self._limit = limit
+        self._results: OrderedDict[str, TaskResult] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def remember(self, results: Iterable[TaskResult | None]) -> None:
+        with self._lock:
+            for r in results:
+                if r is not None:
+                    self._results[r.task_id] = r
+                    self._results.move_to_end(r.task_id)
+            while len(self._results) > self._limit:
+                self._results.popitem(last=False)
+
+    def get(self, task_id: str) -> TaskResult | None:
+        return self._results.get(task_id)
+
+
+@dataclass(frozen=True)
+class BatchItem:
+    """One task of a ``submit_batch`` call."""
+
+    task_name: str
+    args: Sequence[Any] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    priority: Priority | str | None = None
+
+
+class TaskPage(list[TaskResult]):
+    """What ``list_tasks`` returns: the tasks, most recent first, and ``more``: whether
+    matching tasks within the limit were left out because they did not fit one reply
+    (ask for fewer, or by status). A listed task whose result was too large to list has
+    ``truncated`` set; ``wait_result``/``get_task_result`` return it whole."""
+
+    more: bool = False
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One call's deadline, shared by its attempts.
+
+    A held wait (``wait`` set) gets its wait and a short grace for the reply, all for its
+    first attempt; other calls split what is left of the deadline between the attempts
+    still allowed, so a lost reply leaves time to ask again.
+    """
+
+    timeout: float
+    retries: int
+    connect_timeout: float
+    wait: float | None = None
+
+    @property
+    def total(self) -> float:
+        if self.wait is None:
+            return self.timeout
+        return self.wait + min(self.timeout, REPLY_GRACE)
+
+    def per_try(self, attempt: int, left: float) -> float:
+        """Seconds attempt ``attempt`` (from 0) may take, with ``left`` of the deadline."""
+        return left if self.wait is not None else left / (self.retries + 1 - attempt)
+
+    def give_up(self, attempt: int, elapsed: float, connected: bool) -> bool:
+        """Whether a failed attempt is the last: no attempts or time left, or still no
+        connection once the connect budget is spent (waiting longer would not help)."""
+        return (
+            attempt >= self.retries
+            or elapsed >= self.total
+            or (not connected and elapsed >= self.connect_timeout)
+        )
+
+
+def task_spec(
+    task: TaskRef,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any] | None,
+    task_id: str | None = None,
+    *,
+    eta: float | None = None,
+    max_retries: int | None = None,
+    timeout: float | None = None,
+    idempotency_key: str | None = None,
+) -> TaskSpec:
+    """The task as it is sent, its arguments checked first."""
+    name = task if isinstance(task, str) else task.name
+    arguments, keywords = list(args), dict(kwargs or {})
+    check_arguments(name, arguments, keywords)
+    return TaskSpec(
+        name=name,
+        id=task_id or uuid.uuid4().hex,
+        args=arguments,
+        kwargs=keywords,
+        eta=eta,
+        max_retries=max_retries,
+        timeout=timeout,
+        idempotency_key=idempotency_key,
+    )
+
+
+def check_arguments(name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
+    """Refuse, before anything is sent, a value that would not come back as itself
+    (PROTOCOL.md §3, "Portable values"): a set, a UUID, a dataclass, an int past 64 bits..."""
+    problem = check_portable(args, "args") or check_portable(kwargs, "kwargs")
+    if problem is None and any(type(key) is not str for key in kwargs):
+        problem = "kwargs has a key that is not a str"
+    if problem is not None:
+        raise InvalidArguments("invalid_arguments", f"{name}(): {problem}")
+
+
+def eta_of(countdown: float | None, eta: datetime | float | None) -> float | None:
+    """The Unix time a delayed task is due, from a countdown or an ETA (naive = UTC)."""
+    if countdown is not None and eta is not None:
+        raise ValueError("give countdown or eta, not both")
+    if countdown is not None:
+        return time.time() + countdown
+    if isinstance(eta, datetime):
+        return (eta if eta.tzinfo else eta.replace(tzinfo=UTC)).timestamp()
+    return eta
+
+
+def priority_of(task: TaskRef, priority: Priority | str | None) -> Priority:
+    if priority is not None:
+        return Priority.parse(priority)
+    return Priority.NORMAL if isinstance(task, str) else task.priority
+
+
+def batch_item(item: BatchItem | Mapping[str, Any] | tuple[Any, ...]) -> BatchItem:
+    if isinstance(item, BatchItem):
+        return item
+    if isinstance(item, tuple):
+        return BatchItem(*item)
+    name = item.get("task_name", item.get("name"))
+    if not isinstance(name, str):
+        raise ValueError(f"batch item has no task_name: {item!r}")
+    return BatchItem(name, item.get("args", ()), item.get("kwargs") or {}, item.get("priority"))
+
+
+def batch_specs(
+    items: Sequence[BatchItem | Mapping[str, Any] | tuple[Any, ...]],
+) -> tuple[list[str], list[tuple[Priority, list[TaskSpec]]]]:
+    """``submit_batch``'s ids in input order, and its messages: up to ``BATCH_CHUNK``
+    tasks each, one priority each."""
+    by_priority: dict[Priority, list[TaskSpec]] = {}
+    ids: list[str] = []
+    for item in items:
+        b = batch_item(item)
+        spec = task_spec(b.task_name, b.args, b.kwargs)
+        by_priority.setdefault(priority_of(b.task_name, b.priority), []).append(spec)
+        ids.append(spec.id)
+    chunks = [
+        (p, specs[i : i + BATCH_CHUNK])
+        for p, specs in by_priority.items()
+        for i in range(0, len(specs), BATCH_CHUNK)
+    ]
+    return ids, chunks
+
+
+def id_chunks(task_ids: Sequence[str]) -> list[list[str]]:
+    return [list(task_ids[i : i + BATCH_CHUNK]) for i in range(0, len(task_ids), BATCH_CHUNK)]
+
+
+def final(task_id: str, result: TaskResult | None, wait: float) -> TaskResult:
+    """A waited-for result, which must exist and be final."""
+    if result is None:
+        raise TaskNotFound("task_not_found", f"task {task_id} is unknown or expired")
+    if not result.status.is_final:
+        raise Timeout(f"task {task_id} is still {result.status} after {wait:g} s")
+    return result
+
+
+def unwrap(result: TaskResult) -> Any:
+    """A final result's value, or the SDK error for how it ended."""
+    if result.status == TaskState.SUCCESS:
+        return result.result
+    if result.status == TaskState.CANCELLED:
+        raise TaskCancelled(result.task_id)
+    if result.error is not None:
+        raise TaskFailed(result.task_id, result.error)
+    raise Timeout(f"task {result.task_id} is still {result.status}")
+
+
+def task_page(reply: TaskList) -> TaskPage:
+    page = TaskPage(reply.tasks)
+    page.more = reply.more
+    return page
+
+
+def announce_from_base(address: str) -> Announce:
+    """The addresses of a control plane given its first submission address
+    (``tcp://h:5555``, or ``tls+tcp://h:5555``)."""
+    scheme, sep, rest = address.partition("://")
+    host, _, port = rest.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if scheme not in {"tcp", "tls+tcp"} or not sep or not host or not port.isdigit():
+        raise ValueError(f"address must look like tcp://host:5555, got {address!r}")
+    ports, tls = PortMap(base=int(port)), scheme == "tls+tcp"
+    return Announce(
+        instance_id="",
+        submit=[tcp_address(host, ports.submission(p), tls=tls) for p in Priority.by_rank()],
+        results=tcp_address(host, ports.results, tls=tls),
+        registration=tcp_address(host, ports.registration, tls=tls),
+    )
