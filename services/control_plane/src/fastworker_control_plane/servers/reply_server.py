@@ -4,6 +4,8 @@ Every request is received, handled and answered on its own context, so a reply c
 ever go to the caller that asked, and a handler that holds its reply (a long-poll wait)
 blocks nobody else. Receivers are elastic: there are always a few idle contexts waiting,
 more are opened as requests arrive, and surplus ones close once they have answered.
+Contexts do their I/O through ``nng_io``: a reply NNG takes at once costs no trip back
+from an NNG thread, and receives come back to the event loop in batches.
 
 Whatever arrives, the caller gets a reply: bytes that do not decode, ops this socket
 does not serve and handler bugs all become ``Error`` messages with stable codes. With an
@@ -34,6 +36,7 @@ from fastworker_protocol import (
     Message,
     message_op,
 )
+from fastworker_subworker.nng_io import ContextIO, Inbox, PendingSends, close_pipe
 
 log = structlog.get_logger(__name__)
 
@@ -75,7 +78,9 @@ class ReplyServer:
         )
         self._idle = 0
         self._receivers: set[asyncio.Task[None]] = set()
-        self._contexts: set[pynng.Context] = set()
+        self._contexts: set[ContextIO] = set()
+        self._inbox: Inbox | None = None
+        self._sends: PendingSends | None = None
         self._answering: set[asyncio.Task[None]] = set()
         self._closing = False
         # Told when a receiver dies of an error (the control plane's supervisor).
@@ -93,6 +98,7 @@ class ReplyServer:
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
+        self._inbox, self._sends = Inbox(loop), PendingSends(loop)
 
         def removed(pipe: pynng.Pipe) -> None:  # on an NNG thread
             with contextlib.suppress(RuntimeError):  # the loop has closed
@@ -113,8 +119,7 @@ class ReplyServer:
         if self._answering:
             await asyncio.wait(list(self._answering), timeout=grace)
         for context in list(self._contexts):
-            with contextlib.suppress(pynng.NNGException):
-                context.close()
+            context.close()
         receivers = list(self._receivers)
         _, stuck = await asyncio.wait(receivers, timeout=grace) if receivers else ((), ())
         for receiver in stuck:
@@ -143,7 +148,9 @@ class ReplyServer:
             log.error("receiver died", server=self.name, exc_info=error)
 
     async def _receive_loop(self) -> None:
-        context = self._socket.new_context()
+        assert self._inbox is not None
+        assert self._sends is not None
+        context = ContextIO(self._socket.new_context(), self._inbox, self._sends)
         self._contexts.add(context)
         me = asyncio.current_task()
         assert me is not None
@@ -151,19 +158,18 @@ class ReplyServer:
             while not self._closing:
                 self._idle += 1
                 try:
-                    request = await context.arecv_msg()
+                    request, pipe_id = await context.receive()
                 finally:
                     self._idle -= 1
                 self._answering.add(me)
                 if self._idle < _MIN_IDLE:
                     self._spawn()
-                pipe: pynng.Pipe | None = request.pipe
-                reply = await self._answer(request.bytes, _pipe_id(pipe), me)
+                reply = await self._answer(request, pipe_id, me)
                 # Let go of both before waiting for the next request: an idle context
                 # kept its last ones alive (16 MB requests held 150 MB between them).
                 del request
                 if reply is not None:
-                    await self._send(context, reply, pipe)
+                    await self._send(context, reply, pipe_id)
                 del reply
                 self._answering.discard(me)
                 if self._idle >= _MAX_IDLE:
@@ -173,8 +179,7 @@ class ReplyServer:
         finally:
             self._answering.discard(me)
             self._contexts.discard(context)
-            with contextlib.suppress(pynng.NNGException):
-                context.close()
+            context.close()
 
     async def _answer(self, data: bytes, pipe_id: int, handler: asyncio.Task[None]) -> bytes | None:
         """The reply, or ``None`` when the request's connection is gone (then the handler
@@ -189,37 +194,35 @@ class ReplyServer:
         finally:
             self.connections.handled(pipe_id, handler)
 
-    async def _send(self, context: pynng.Context, reply: bytes, pipe: pynng.Pipe | None) -> None:
+    async def _send(self, context: ContextIO, reply: bytes, pipe_id: int) -> None:
         """Queue ``reply`` for its connection, unless that makes the connection's unread
         replies too many: then the connection is closed instead."""
-        pipe_id = _pipe_id(pipe)
-        if pipe is None or pipe_id < 0:
-            await context.asend(reply)
+        if pipe_id < 0:
+            await _sent(context.send(reply, pipe_id))
             return
         if self.connections.is_gone(pipe_id):
             return
         size = len(reply)
         if not self.connections.fits(pipe_id, size):
-            self._cut(pipe, pipe_id)
+            self._cut(pipe_id)
             return
         self.connections.queued(pipe_id, size)
         try:
-            await context.asend(reply)
+            await _sent(context.send(reply, pipe_id))
         finally:
             self.connections.sent(pipe_id, size)
 
-    def _cut(self, pipe: pynng.Pipe, pipe_id: int) -> None:
+    def _cut(self, pipe_id: int) -> None:
         log.warning(
             "closing a connection that does not read its replies",
             server=self.name,
             pipe=pipe_id,
-            peer=_peer(pipe),
+            peer=_peer(self._socket, pipe_id),
             max_replies=self.connections.max_replies,
             max_bytes=self.connections.max_bytes,
         )
         self._pipe_closed(pipe_id)  # at once: its other requests are not handled or sent
-        with contextlib.suppress(pynng.NNGException):
-            pipe.close()
+        close_pipe(pipe_id)
 
     def _pipe_closed(self, pipe_id: int) -> None:
         cancelled = self.connections.closed(pipe_id)
@@ -268,16 +271,15 @@ class ReplyServer:
         return self._codec.encode(Error(code=code, message=message))
 
 
-def _pipe_id(pipe: pynng.Pipe | None) -> int:
-    """The connection's id; -1 if unknown (pynng lost the race with its closing)."""
-    try:
-        return -1 if pipe is None else int(pipe.id)
-    except pynng.NNGException:
-        return -1
+async def _sent(pending: asyncio.Future[None] | None) -> None:
+    """Wait for a send NNG did not take at once (most are taken inside the call)."""
+    if pending is not None:
+        await pending
 
 
-def _peer(pipe: pynng.Pipe) -> str:
+def _peer(socket: pynng.Socket, pipe_id: int) -> str:
     try:
-        return str(pipe.remote_address)
+        pipe = next((p for p in socket.pipes if p.id == pipe_id), None)
+        return "?" if pipe is None else str(pipe.remote_address)
     except (AttributeError, pynng.NNGException):
         return "?"
