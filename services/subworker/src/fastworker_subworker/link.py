@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from fastworker._transport import RequestChannel
 from fastworker.tls import TLS
 from fastworker_protocol import (
     Ack,
@@ -16,6 +15,7 @@ from fastworker_protocol import (
     TaskSignature,
     Unregister,
 )
+from fastworker_subworker.channel import RequestChannel
 
 _MARGIN = 5.0  # seconds a reply may take beyond the time the request asks to be held
 
