@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import structlog
 
@@ -70,15 +69,21 @@ class Outbox:
         self.received: list[int] = []  # batches to confirm: they ride on the next request
         self._news = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
+        self.on_news: Callable[[], None] | None = None  # told whenever news becomes ready
 
     def started(self, task_ids: list[str]) -> None:
         self._started.extend(task_ids)
         if self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(STARTED_DELAY, self._news.set)
+            self._timer = asyncio.get_running_loop().call_later(STARTED_DELAY, self._set_news)
 
     def finished(self, outcomes: list[Outcome]) -> None:
         self._outcomes.extend(outcomes)
+        self._set_news()
+
+    def _set_news(self) -> None:
         self._news.set()
+        if self.on_news is not None:
+            self.on_news()
 
     @property
     def ready(self) -> bool:
@@ -103,7 +108,7 @@ class Outbox:
     def put_back(self, started: list[str], outcomes: list[Outcome]) -> None:
         self._started[:0], self._outcomes[:0] = started, outcomes
         if self.pending:
-            self._news.set()
+            self._set_news()
 
 
 class Exchange:
@@ -124,6 +129,11 @@ class Exchange:
         self._backoff = Backoff()
         self._outstanding: set[asyncio.Task[None]] = set()
         self._quiet_until = 0.0
+        # What ``run`` waits on between turns: resolved by news, a fetch ending, ``until``
+        # or a timer. One future per wait, where waiting on each of those with a task of
+        # its own cost a task per source per turn, twice per task run.
+        self._wake: asyncio.Future[None] | None = None
+        outbox.on_news = self._poke
 
     async def run(
         self, until: asyncio.Event, *, hold: bool, ready: Callable[[], Awaitable[bool]]
@@ -131,18 +141,23 @@ class Exchange:
         """Exchange until ``until`` is set. With ``hold``, keep a fetch outstanding for
         work; without (draining), send only when there is something to report."""
         loop = asyncio.get_running_loop()
-        while not until.is_set():
-            if not await ready():
-                return
-            wants_work = hold and not self._outstanding
-            if self.outbox.ready and len(self._outstanding) < MAX_OUTSTANDING:
-                self._send()
-            elif wants_work and loop.time() < self._quiet_until:
-                await self._next_change(until, timeout=self._quiet_until - loop.time())
-            elif wants_work:
-                self._send()
-            else:
-                await self._next_change(until)
+        stopping = loop.create_task(until.wait())
+        stopping.add_done_callback(self._poke)
+        try:
+            while not until.is_set():
+                if not await ready():
+                    return
+                wants_work = hold and not self._outstanding
+                if self.outbox.ready and len(self._outstanding) < MAX_OUTSTANDING:
+                    self._send()
+                elif wants_work and loop.time() < self._quiet_until:
+                    await self._next_change(timeout=self._quiet_until - loop.time())
+                elif wants_work:
+                    self._send()
+                else:
+                    await self._next_change()
+        finally:
+            stopping.cancel()
 
     async def settle(self, timeout: float, registered: Callable[[], bool] = lambda: True) -> None:
         """Send whatever is left and wait for every outstanding fetch (bounded). Nothing
@@ -165,23 +180,29 @@ class Exchange:
         received, self.outbox.received = self.outbox.received, []
         task = asyncio.get_running_loop().create_task(self._exchange(started, outcomes, received))
         self._outstanding.add(task)
-        task.add_done_callback(self._outstanding.discard)
+        task.add_done_callback(self._fetch_ended)
 
-    async def _next_change(self, until: asyncio.Event, timeout: float | None = None) -> None:
+    def _fetch_ended(self, task: asyncio.Task[None]) -> None:
+        self._outstanding.discard(task)
+        self._poke()
+
+    def _poke(self, *_: object) -> None:
+        wake = self._wake
+        if wake is not None and not wake.done():
+            wake.set_result(None)
+
+    async def _next_change(self, timeout: float | None = None) -> None:
+        """Until news is ready, a fetch ends, ``until`` is set or ``timeout`` passes
+        (whichever first; the caller looks again at what changed, if anything did)."""
         loop = asyncio.get_running_loop()
-        watchers: list[asyncio.Task[Any]] = [loop.create_task(until.wait())]
-        if len(self._outstanding) < MAX_OUTSTANDING:
-            watchers.append(loop.create_task(self.outbox.wait_ready()))
+        wake = self._wake = loop.create_future()
+        timer = None if timeout is None else loop.call_later(timeout, self._poke)
         try:
-            await asyncio.wait(
-                [*self._outstanding, *watchers],
-                timeout=timeout,
-                return_when=asyncio.FIRST_COMPLETED,
-            )
+            await wake
         finally:
-            for watcher in watchers:
-                watcher.cancel()
-            await asyncio.gather(*watchers, return_exceptions=True)
+            self._wake = None
+            if timer is not None:
+                timer.cancel()
 
     async def _exchange(
         self, started: list[str], outcomes: list[Outcome], received: list[int]
