@@ -1,4 +1,8 @@
-"""Requests held until tasks are final (``Submit``/``Get`` with ``wait``)."""
+"""Requests held until tasks are final (``Submit``/``Get`` with ``wait``).
+
+A held request costs one future and one timer, however many tasks it waits for: it sits
+under each of its task ids and counts down as they are resolved.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +12,26 @@ from collections.abc import Callable, Iterable
 from fastworker_protocol import TaskResult
 
 
+class _Wait:
+    __slots__ = ("done", "remaining")
+
+    def __init__(self, done: asyncio.Future[None], remaining: int) -> None:
+        self.done = done
+        self.remaining = remaining  # resolutions still to come before it is answered
+
+    def resolved(self) -> None:
+        self.remaining -= 1
+        if self.remaining <= 0:
+            self.release()
+
+    def release(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+
 class CompletionWaiters:
     def __init__(self) -> None:
-        self._waiting: dict[str, list[asyncio.Future[None]]] = {}
+        self._waiting: dict[str, list[_Wait]] = {}
 
     async def wait(
         self,
@@ -23,43 +44,44 @@ class CompletionWaiters:
         """Wait until every known task in ``task_ids`` is final (with ``any_final``: one of
         them is, or one is unknown) or ``timeout`` passes, then return what ``lookup``
         says of each."""
-        loop = asyncio.get_running_loop()
-        futures: dict[str, asyncio.Future[None]] = {}
+        pending: dict[str, None] = {}  # the tasks not final yet, in order, once each
         for task_id in task_ids:
             current = lookup(task_id)
-            if current is not None and not current.status.is_final and task_id not in futures:
-                futures[task_id] = future = loop.create_future()
-                self._waiting.setdefault(task_id, []).append(future)
-        settled = len(futures) < len(set(task_ids))
-        try:
-            if futures and not (any_final and settled):
-                until = asyncio.FIRST_COMPLETED if any_final else asyncio.ALL_COMPLETED
-                await asyncio.wait(futures.values(), timeout=max(0.0, timeout), return_when=until)
-        finally:
-            for task_id, future in futures.items():
-                self._forget(task_id, future)
+            if current is not None and not current.status.is_final:
+                pending[task_id] = None
+        settled = len(pending) < len(set(task_ids))
+        if pending and not (any_final and settled):
+            loop = asyncio.get_running_loop()
+            waiting = _Wait(loop.create_future(), 1 if any_final else len(pending))
+            for task_id in pending:
+                self._waiting.setdefault(task_id, []).append(waiting)
+            timer = loop.call_later(max(0.0, timeout), waiting.release)
+            try:
+                await waiting.done
+            finally:
+                timer.cancel()
+                for task_id in pending:
+                    self._forget(task_id, waiting)
         return [lookup(task_id) for task_id in task_ids]
 
     def resolve(self, results: Iterable[TaskResult]) -> None:
         for result in results:
-            for future in self._waiting.pop(result.task_id, ()):
-                if not future.done():
-                    future.set_result(None)
+            for waiting in self._waiting.pop(result.task_id, ()):
+                waiting.resolved()
 
     def release_all(self) -> None:
         """Answer every held wait now (shutdown): each gets the tasks' current state."""
-        for futures in self._waiting.values():
-            for future in futures:
-                if not future.done():
-                    future.set_result(None)
+        for waits in self._waiting.values():
+            for waiting in waits:
+                waiting.release()
 
-    def _forget(self, task_id: str, future: asyncio.Future[None]) -> None:
-        waiting = self._waiting.get(task_id)
-        if waiting is None:
+    def _forget(self, task_id: str, waiting: _Wait) -> None:
+        waits = self._waiting.get(task_id)
+        if waits is None:
             return
-        if future in waiting:
-            waiting.remove(future)
-        if not waiting:
+        if waiting in waits:
+            waits.remove(waiting)
+        if not waits:
             del self._waiting[task_id]
 
     def __len__(self) -> int:
