@@ -8,16 +8,24 @@ starts (one more hop, so only then), and only from then do the control plane hea
 started and its timeout run. Each task's ``Ticket`` is claimed on the thread just before
 the call, so one given up while it waited never starts.
 
+The pool is a queue and its threads, handing results back with one
+``call_soon_threadsafe``: a ``ThreadPoolExecutor`` behind ``run_in_executor`` cost two to
+four times as much per hand-over (its work items, a concurrent future chained to an asyncio
+one), and a trivial task pays that twice per run. Its threads are daemons: an abandoned
+task still running when the process exits does not hold the exit up.
+
 This module never decides what to run or report; the runner does.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
+import queue
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from fastworker_protocol import FailureReason, Outcome
@@ -32,7 +40,7 @@ class TaskThreads:
         self._executor = executor
         self._on_started = on_started
         self._size = concurrency * 2 + 2  # room for stragglers
-        self._pool = ThreadPoolExecutor(self._size, thread_name_prefix="fastworker-task")
+        self._pool = _Pool(self._size, "fastworker-task")
         self._in_pool = 0  # chunks handed over and not back (stragglers included)
 
     def hand_over(
@@ -47,7 +55,7 @@ class TaskThreads:
             self._on_started([t.assignment.id for t in tickets])
         context = contextvars.copy_context()
         announce = began if waits else None
-        running = loop.run_in_executor(self._pool, context.run, self._run, loop, tickets, announce)
+        running = self._pool.submit(loop, context.run, self._run, loop, tickets, announce)
         self._in_pool += 1
         running.add_done_callback(self._returned)
         return running, began
@@ -82,7 +90,75 @@ class TaskThreads:
 
     def shutdown(self) -> None:
         """Stop the threads without waiting for abandoned sync tasks."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown()
+
+
+_Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[..., Any], tuple[Any, ...]]
+
+
+class _Pool:
+    """Up to ``size`` threads running jobs from one queue, started as jobs find none idle."""
+
+    def __init__(self, size: int, name: str) -> None:
+        self._size = size
+        self._name = name
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)  # released by a thread each time it is free
+        self._threads: list[threading.Thread] = []
+        self._closed = False
+
+    def submit(
+        self, loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any
+    ) -> asyncio.Future[Any]:
+        """Run ``fn(*args)`` on a thread; the future (of ``loop``) gets what it returns."""
+        if self._closed:
+            raise RuntimeError("the task threads have been shut down")
+        future: asyncio.Future[Any] = loop.create_future()
+        self._jobs.put((loop, future, fn, args))
+        if not self._idle.acquire(timeout=0) and len(self._threads) < self._size:
+            thread = threading.Thread(
+                target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+        return future
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            loop, future, fn, args = job
+            try:
+                outcome: tuple[bool, Any] = (True, fn(*args))
+            except BaseException as exc:  # handed to the awaiting side, as an executor would
+                outcome = (False, exc)
+            del job, fn, args
+            with contextlib.suppress(RuntimeError):  # the loop has closed
+                loop.call_soon_threadsafe(_settle, future, outcome)
+            del future, outcome
+            self._idle.release()
+
+    def shutdown(self) -> None:
+        """Jobs not started are cancelled; threads end once their job (if any) returns."""
+        self._closed = True
+        while True:
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            if job is not None:
+                with contextlib.suppress(RuntimeError):  # the loop has closed
+                    job[0].call_soon_threadsafe(job[1].cancel)
+        for _ in self._threads:
+            self._jobs.put(None)
+
+
+def _settle(future: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:
+    if future.done():
+        return
+    ok, value = outcome
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
 
 
 async def finishes_in_time(
