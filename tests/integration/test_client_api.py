@@ -240,11 +240,14 @@ async def test_a_sync_client_can_be_called_from_its_own_callback(
             task_id = sync.delay_with_callback("add", callback, 1, 2)
             assert called.wait(20), "the callback never ran"
             # Then the client keeps working
-            assert seen and seen[0] is not None and seen[0].task_id == task_id
+            assert len(seen) == 1
+            assert seen[0] is not None
+            assert seen[0].task_id == task_id
             return seen, sync.submit_task("add", args=(2, 3)).result
 
     seen, after = await asyncio.wait_for(asyncio.to_thread(use_sync_client), 30)
     assert after == 5
     assert len(seen) == 1
     assert seen[0] is not None
-    assert seen[0].status == TaskStatus.SUCCESS and seen[0].result == 3
+    assert seen[0].status == TaskStatus.SUCCESS
+    assert seen[0].result == 3

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from harness import Cluster
@@ -60,6 +61,9 @@ async def test_retry_on_a_base_class_retries_its_subclasses_on_a_subworker(
 async def test_a_countdown_task_starts_between_1_and_2_seconds_after_submission(
     client: Client,
 ) -> None:
+    # The due time is the client's clock + 1 s, read before the control plane stamps
+    # submitted_at: the start is due 1 s after `asked`, not after submitted_at.
+    asked = time.time()
     task_id = await client.delay("nap", 0, countdown=1)
     waiting = await client.get_task_result(task_id)
     assert waiting is not None
@@ -67,7 +71,8 @@ async def test_a_countdown_task_starts_between_1_and_2_seconds_after_submission(
     result = await client.wait_result(task_id, timeout=10)
     assert result.started_at is not None
     assert result.submitted_at is not None
-    assert 1.0 <= result.started_at - result.submitted_at <= 2.0
+    assert result.started_at >= asked + 1.0
+    assert result.started_at - result.submitted_at <= 2.0
 
 
 async def test_a_delayed_task_can_be_cancelled_before_it_runs(client: Client) -> None:
