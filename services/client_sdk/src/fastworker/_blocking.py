@@ -26,6 +26,7 @@ from fastworker_protocol import Announce, Codec, DecodeError, Message, Probe
 M = TypeVar("M", bound=Message)
 
 MAX_IDLE_CONTEXTS = 64  # kept open for reuse; more threads than this open and close theirs
+_CLOSE_GRACE = 2.0  # seconds close() waits for aborted requests to let go of the socket
 _PROBE_INTERVAL = 0.25
 _SEND_TIMEOUT = b"send-timeout"  # NNG_OPT_SENDTIMEO
 _RECV_TIMEOUT = b"recv-timeout"  # NNG_OPT_RECVTIMEO
@@ -51,7 +52,9 @@ class BlockingChannel:
         self._auth = auth
         self._socket = dial_req(address, codec, tls)
         self._idle: list[pynng.Context] = []
+        self._busy: set[pynng.Context] = set()
         self._lock = threading.Lock()
+        self._released = threading.Condition(self._lock)
         self._closed = False
 
     @property
@@ -98,17 +101,18 @@ class BlockingChannel:
 
     def _take(self) -> pynng.Context:
         with self._lock:
-            if self._idle:
-                return self._idle.pop()
-        try:
-            return self._socket.new_context()
-        except pynng.NNGException as exc:  # the channel was closed
-            raise ControlPlaneUnavailable(f"the connection to {self.address} was closed") from exc
+            if self._closed:
+                raise ControlPlaneUnavailable(f"the connection to {self.address} was closed")
+            context = self._idle.pop() if self._idle else self._socket.new_context()
+            self._busy.add(context)
+            return context
 
     def _give_back(self, context: pynng.Context, *, reusable: bool) -> None:
         """Keep ``context`` for the next request, or close it: after a failed exchange (its
         state is not worth trusting), past ``MAX_IDLE_CONTEXTS``, or once closed."""
         with self._lock:
+            self._busy.discard(context)
+            self._released.notify_all()
             if reusable and not self._closed and len(self._idle) < MAX_IDLE_CONTEXTS:
                 self._idle.append(context)
                 return
@@ -116,15 +120,21 @@ class BlockingChannel:
             context.close()
 
     def close(self) -> None:
-        """Close the socket; requests waiting on it end with ``ControlPlaneUnavailable``."""
+        """Close the socket; requests waiting on it end with ``ControlPlaneUnavailable``.
+
+        Their contexts are closed first, which wakes them, and the socket only once they
+        have let go of it (or after ``_CLOSE_GRACE``): closing a socket while another
+        thread is still inside a call on it can deadlock in pynng."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            idle, self._idle = self._idle, []
-        for context in idle:
+            contexts, self._idle = [*self._idle, *self._busy], []
+        for context in contexts:
             with contextlib.suppress(pynng.NNGException):
                 context.close()
+        with self._released:
+            self._released.wait_for(lambda: not self._busy, _CLOSE_GRACE)
         self._socket.close()
 
 
