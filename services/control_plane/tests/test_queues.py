@@ -84,7 +84,7 @@ def test_a_discarded_task_is_skipped_when_popped() -> None:
         queues.push(task_id, "t", Priority.NORMAL)
     cancelled = {"b"}
 
-    queues.discard(Priority.NORMAL)
+    queues.discard(Priority.NORMAL, "t")
 
     assert len(queues) == 2
     assert drain(queues, lambda t: t not in cancelled) == ["a", "c"]
@@ -95,7 +95,7 @@ def test_a_discarded_task_is_skipped_when_popped() -> None:
 def test_popping_only_skipped_ids_yields_nothing() -> None:
     queues = PriorityQueues()
     queues.push("gone", "t", Priority.HIGH)
-    queues.discard(Priority.HIGH)
+    queues.discard(Priority.HIGH, "t")
 
     assert queues.pop(lambda _: False) is None
     assert len(queues) == 0
@@ -105,7 +105,7 @@ def test_a_skipped_id_at_a_higher_priority_does_not_hide_lower_priorities() -> N
     queues = PriorityQueues()
     queues.push("gone", "t", Priority.CRITICAL)
     queues.push("live", "t", Priority.LOW)
-    queues.discard(Priority.CRITICAL)
+    queues.discard(Priority.CRITICAL, "t")
 
     assert queues.pop(lambda t: t != "gone") == "live"
 

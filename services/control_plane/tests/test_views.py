@@ -173,6 +173,7 @@ def test_workers_lists_each_subworker_with_its_last_heartbeat(engine: Engine) ->
             "last_seen_ago": 0.5,
             "last_heartbeat": NOW + 2,
             "local": False,
+            "queues": {"default": 1},
         },
         {
             "worker_id": "local",
@@ -185,6 +186,7 @@ def test_workers_lists_each_subworker_with_its_last_heartbeat(engine: Engine) ->
             "last_seen_ago": 1.5,
             "last_heartbeat": NOW + 1,
             "local": True,
+            "queues": {"default": 1},
         },
     ]
     assert is_json(document)
@@ -416,6 +418,10 @@ def test_registered_lists_the_signatures_sorted_by_name_as_plain_data() -> None:
         "repeat_interval": None,
         "cron": None,
         "cron_tz": "UTC",
+        "queue": "default",
+        "rate_limit": None,
+        "concurrency_limit": None,
+        "concurrency_key": None,
     }
     assert document[1]["max_retries"] == 1
     assert is_json(document)

@@ -150,6 +150,7 @@ class Engine:
         *,
         local: bool,
         confirms: bool = False,
+        queues: dict[str, int] | None = None,
     ) -> None:
         self.finished(
             self.board.register(
@@ -160,6 +161,7 @@ class Engine:
                 self.clock(),
                 local=local,
                 confirms=confirms,
+                queues=queues,
             )
         )
         self.seen(worker_id, pipe_id)
@@ -301,15 +303,25 @@ class Engine:
             return
         # A fetch whose handler was cancelled has a done future until its task runs again.
         ready = [worker_id for worker_id, f in self._fetches.items() if not f.done()]
-        for worker_id, tasks in self.board.dispatch(ready).items():
+        now = self.clock()
+        for worker_id, tasks in self.board.dispatch(ready, now).items():
             if self.dispatch_tracer is not None:
-                tasks = self.dispatch_tracer.dispatched(self.board, worker_id, tasks, self.clock())
+                tasks = self.dispatch_tracer.dispatched(self.board, worker_id, tasks, now)
             self._fetches.pop(worker_id).set_result(self.board.deliver(worker_id, tasks))
+        if self._fetches:  # workers still wait: a rate limit may hold tasks back
+            self.arm_timer()
 
     def arm_timer(self) -> None:
-        """Wake up when the earliest delayed or retrying task is due (the upkeep loop's
-        once-a-second release is the fallback)."""
-        due = self.board.schedule.next_due()
+        """Wake up when the earliest delayed or retrying task is due, or a spent rate limit
+        lets a task go (the upkeep loop's once-a-second release is the fallback)."""
+        due = min(
+            (
+                d
+                for d in (self.board.schedule.next_due(), self.board.next_limit_due(self.clock()))
+                if d is not None
+            ),
+            default=None,
+        )
         if due is None or (self._timer_due is not None and self._timer_due <= due):
             return
         if self._timer is not None:
@@ -320,8 +332,8 @@ class Engine:
 
     def _release_due(self) -> None:
         self._timer, self._timer_due = None, None
-        if self.board.release_due(self.clock()):
-            self.kick()
+        self.board.release_due(self.clock())
+        self.kick()  # due tasks, or a rate limit's new token
         self.arm_timer()
 
     def maintain(self, *, sweep: bool = True) -> None:

@@ -10,13 +10,14 @@ no ``op``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
 from fastworker_protocol.errors import ErrorCode
 from fastworker_protocol.limits import Count, PositiveSeconds, Seconds, UnixTime
 from fastworker_protocol.priority import Priority
+from fastworker_protocol.queues import DEFAULT_QUEUE, Limit, QueueName, Weight
 from fastworker_protocol.reasons import FailureReason
 from fastworker_protocol.states import TaskState, WorkerState
 
@@ -48,7 +49,8 @@ class TaskSpec(Record):
 
     ``eta`` (Unix seconds) delays it; ``max_retries`` and ``timeout`` (seconds) override
     the task's own settings. A task submitted with the ``idempotency_key`` of a known task
-    of the same name is that task (its id comes back; nothing new is queued).
+    of the same name is that task (its id comes back; nothing new is queued). ``queue``
+    overrides the queue the task's registration names (``"default"`` when none does).
     """
 
     name: str
@@ -60,6 +62,7 @@ class TaskSpec(Record):
     max_retries: Count | None = None
     timeout: PositiveSeconds | None = None
     idempotency_key: str | None = None
+    queue: QueueName | None = None
 
 
 class Assignment(Record):
@@ -105,6 +108,7 @@ class TaskResult(Record):
     eta: float | None = None
     attempt_errors: list[TaskError] = []
     truncated: bool = False
+    queue: str = DEFAULT_QUEUE
 
 
 class Param(Record):
@@ -121,6 +125,10 @@ class TaskSignature(Record):
     A failed attempt is retried up to ``max_retries`` times, after a delay drawn
     uniformly from ``[0, min(retry_backoff_max, retry_backoff * 2 ** (retry - 1))]``
     (exponential backoff, full jitter), if its error type is in ``retry_on`` (empty: any).
+
+    ``queue`` is where its submissions go unless one names another. ``rate_limit``
+    (``"20/m"``) and ``concurrency_limit`` (running at once; per value of the argument
+    ``concurrency_key`` when given) are enforced by the control plane over all subworkers.
     """
 
     name: str
@@ -133,6 +141,10 @@ class TaskSignature(Record):
     repeat_interval: float | None = None
     cron: str | None = None
     cron_tz: str = "UTC"
+    queue: QueueName = DEFAULT_QUEUE
+    rate_limit: str | None = None
+    concurrency_limit: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    concurrency_key: str | None = None
 
 
 class Outcome(Record):
@@ -176,6 +188,38 @@ class WorkerInfo(Record):
     tasks: list[str]
     last_seen_ago: float
     local: bool = False
+    queues: dict[str, int] = {}
+
+
+class QueueInfo(Record):
+    """One named queue: queued tasks per priority (those waiting on a limit included),
+    the age of its oldest queued task, its running tasks, the workers serving it, whether
+    it is paused, and its limits (as in effect: declared or set at run time)."""
+
+    name: str
+    depth: dict[str, int]
+    oldest_age: float | None = None
+    running: int = 0
+    workers: int = 0
+    paused: bool = False
+    rate_limit: str | None = None
+    concurrency_limit: int | None = None
+    waiting_on_limits: int = 0
+
+
+class LimitInfo(Record):
+    """A rate or concurrency limit in effect on a queue or a task name (``scope``).
+    ``overridden``: set at run time (kept until reset, across restarts with a state dir)
+    rather than declared by ``@task``. ``waiting``: queued tasks it holds back now."""
+
+    scope: str
+    name: str
+    rate_limit: str | None = None
+    concurrency_limit: int | None = None
+    concurrency_key: str | None = None
+    overridden: bool = False
+    running: int = 0
+    waiting: int = 0
 
 
 # --- client -> control plane, submission ports -------------------------------------------
@@ -224,19 +268,51 @@ class ListSchedules(Message, tag="list_schedules"):
     pass
 
 
+class ListQueues(Message, tag="list_queues"):
+    pass
+
+
+class QueueAction(Message, tag="queue_action"):
+    """``pause`` stops dispatch from a queue (submissions are still accepted), ``resume``
+    starts it again, ``purge`` cancels every task queued in it (not running, delayed or
+    retrying ones). Pausing is kept across restarts with a state dir."""
+
+    queue: QueueName
+    action: Annotated[str, msgspec.Meta(pattern="^(pause|resume|purge)$")]
+
+
+class ListLimits(Message, tag="list_limits"):
+    pass
+
+
+class SetLimit(Message, tag="set_limit"):
+    """Change the limits of a queue or a task name (``scope``) at run time. ``None``
+    leaves a limit as it is; ``"off"`` / ``0`` lifts it; ``reset`` first drops every
+    change made at run time, back to what ``@task`` declared."""
+
+    scope: Annotated[str, msgspec.Meta(pattern="^(queue|task)$")]
+    name: str
+    rate_limit: str | None = None
+    concurrency_limit: Limit | None = None
+    reset: bool = False
+
+
 # --- subworker -> control plane, registration port ------------------------------------------
 
 
 class Register(Message, tag="register"):
     """``confirms``: the worker lists the ``batch`` of every ``Assign`` it receives in its
     next request's ``received``, so the control plane can take back a batch that never
-    arrived (see PROTOCOL.md, "Confirming assignments")."""
+    arrived (see PROTOCOL.md, "Confirming assignments"). ``queues`` maps the queues it
+    serves to their weights in its fair share; without it, it serves every queue its
+    tasks' registrations name, at weight 1."""
 
     worker_id: str
     name: str
     concurrency: int
     tasks: list[TaskSignature]
     confirms: bool = False
+    queues: dict[QueueName, Weight] | None = None
 
 
 class Fetch(Message, tag="fetch"):
@@ -317,6 +393,22 @@ class ScheduleList(Message, tag="schedules"):
     schedules: list[ScheduleInfo]
 
 
+class QueueList(Message, tag="queues"):
+    queues: list[QueueInfo]
+
+
+class QueueActed(Message, tag="queue_acted"):
+    """The queue after a ``queue_action``; ``purged`` counts the tasks a purge cancelled."""
+
+    queue: str
+    paused: bool
+    purged: int = 0
+
+
+class LimitList(Message, tag="limits"):
+    limits: list[LimitInfo]
+
+
 class Registered(Message, tag="registered"):
     worker_id: str
     control_plane_id: str
@@ -368,8 +460,10 @@ class Probe(Message, tag="probe"):
 
 AnyMessage = (
     Submit | Get | Cancel | ListTasks | ListWorkers | ListSchedules
+    | ListQueues | QueueAction | ListLimits | SetLimit
     | Register | Fetch | Report | Drain | Unregister
-    | Accepted | Results | Cancelled | TaskList | WorkerList | ScheduleList | Registered | Assign
+    | Accepted | Results | Cancelled | TaskList | WorkerList | ScheduleList
+    | QueueList | QueueActed | LimitList | Registered | Assign
     | Ack | Error
     | Announce | Probe
 )  # fmt: skip

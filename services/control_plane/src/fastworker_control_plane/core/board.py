@@ -17,11 +17,12 @@ from fastworker_control_plane.core.arguments import ArgumentChecker
 from fastworker_control_plane.core.board_types import MESSAGE_OVERHEAD, Change, task_size
 from fastworker_control_plane.core.board_types import BoardConfig as BoardConfig  # re-export
 from fastworker_control_plane.core.dispatch_policy import RunTimes
-from fastworker_control_plane.core.dispatching import dispatch_round
+from fastworker_control_plane.core.dispatching import Round, dispatch_round
 from fastworker_control_plane.core.idempotency import IdempotencyKeys
+from fastworker_control_plane.core.limits import Limits, Scope
 from fastworker_control_plane.core.listing import Listing, fit, listed
+from fastworker_control_plane.core.named_queues import NamedQueues
 from fastworker_control_plane.core.periodics import Periodics
-from fastworker_control_plane.core.queues import PriorityQueues
 from fastworker_control_plane.core.records import TaskRecord
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.core.result_cache import (
@@ -43,6 +44,7 @@ from fastworker_control_plane.core.workers import (
     silent_past_limit,
 )
 from fastworker_protocol import (
+    DEFAULT_QUEUE,
     Assignment,
     ErrorCode,
     FailureReason,
@@ -76,7 +78,10 @@ class TaskBoard:
         self, config: BoardConfig | None = None, uniform: Uniform = random.uniform
     ) -> None:
         self.config = config or BoardConfig()
-        self.queues = PriorityQueues()
+        self.queues = NamedQueues()
+        self.limits = Limits()
+        self._queue_of: dict[str, str] = {}  # task name -> the queue its registration names
+        self.controls_version = 0  # bumped when a pause or a limit changes (journaled)
         self.schedule = Schedule()
         self._uniform = uniform
         self._policies: dict[str, RetryPolicy] = {}
@@ -174,6 +179,7 @@ class TaskBoard:
         self.keys.remember(spec.name, spec.idempotency_key, task_id)
         record = TaskRecord.from_spec(spec, priority, now, size)
         record.id = task_id
+        record.queue = spec.queue or self._queue_of.get(record.name, DEFAULT_QUEUE)
         if record.timeout is None:
             record.timeout = self._timeouts.get(record.name)
         self._tasks[task_id] = record
@@ -189,10 +195,14 @@ class TaskBoard:
         return task_id
 
     def _queue(self, record: TaskRecord, *, front: bool = False) -> None:
-        record.seq = self.queues.push(record.id, record.name, record.priority, front=front)
+        record.seq = self.queues.push(record, front=front)
 
     def _apply(self, record: TaskRecord, event: TaskEvent) -> None:
         state = record.apply(event)
+        if state not in _HELD:
+            freed = self.limits.release(record.id)
+            if freed is not None:  # a task parked on this key may go now
+                self.queues.unpark(record.name, freed, self._is_queued)
         if self.record_changes:
             self.changes.append(
                 Change(state, record.id, record.name, record.worker_id, record.attempts, record)
@@ -240,7 +250,12 @@ class TaskBoard:
             self._checkers.update({s.name: ArgumentChecker(s) for s in signatures})
         except (ValueError, TypeError) as exc:
             raise Rejected(ErrorCode.INVALID_MESSAGE, f"bad task signature: {exc}") from None
+        try:
+            self.limits.declare(signatures)
+        except ValueError as exc:
+            raise Rejected(ErrorCode.INVALID_MESSAGE, f"bad task signature: {exc}") from None
         self.signatures.update({s.name: s for s in signatures})
+        self._queue_of.update({s.name: s.queue for s in signatures})
         self._policies.update({s.name: RetryPolicy.of(s) for s in signatures})
         self._timeouts.update({s.name: s.timeout for s in signatures if s.timeout is not None})
 
@@ -259,9 +274,11 @@ class TaskBoard:
         *,
         local: bool = False,
         confirms: bool = False,
+        queues: dict[str, int] | None = None,
     ) -> list[TaskResult]:
-        """Add a subworker. Re-registering an id first removes the old registration (its
-        tasks are redelivered); returns tasks that became final doing so."""
+        """Add a subworker, serving ``queues`` (queue -> weight; by default every queue its
+        tasks' registrations name). Re-registering an id first removes the old registration
+        (its tasks are redelivered); returns tasks that became final doing so."""
         if concurrency < 1:
             raise Rejected(ErrorCode.INVALID_MESSAGE, "concurrency must be at least 1")
         signatures = list(signatures)
@@ -269,7 +286,11 @@ class TaskBoard:
         self.learn_schedules(signatures, now)
         finished = self.remove_worker(worker_id, now)
         names = frozenset(s.name for s in signatures)
-        slot = WorkerSlot(worker_id, name, concurrency, names, now, local=local, confirms=confirms)
+        if queues is None:
+            queues = dict.fromkeys(sorted({s.queue for s in signatures}) or [DEFAULT_QUEUE], 1)
+        slot = WorkerSlot(
+            worker_id, name, concurrency, names, now, local=local, confirms=confirms, queues=queues
+        )
         self.workers.add(slot)
         return finished
 
@@ -313,23 +334,19 @@ class TaskBoard:
 
     # --- dispatch -----------------------------------------------------------------------------
 
-    def dispatch(self, ready: Collection[str]) -> dict[str, list[Assignment]]:
-        """Hand queued tasks, most urgent first, to the least-loaded of the ``ready``
-        workers (those waiting for work) that run each task's name.
+    def dispatch(self, ready: Collection[str], now: float = 0.0) -> dict[str, list[Assignment]]:
+        """Hand queued tasks to the ``ready`` workers (those waiting for work), the
+        least-loaded first, each from the queues it serves (``dispatching``); ``now`` is
+        the clock rate limits go by.
 
-        Only tasks some ready worker can take are looked at, so no backlog for busy
-        workers delays a task an idle one could start.
+        Only tasks a ready worker can take are looked at, so no backlog for busy workers,
+        other queues or tasks at a limit delays a task an idle worker could start.
         """
         slots = {s.worker_id: s for w in ready if (s := self.workers.get(w)) and s.accepts_work}
-        return dispatch_round(
-            self.queues,
-            slots,
-            self._tasks,
-            self._is_queued,
-            self._run_times.quick,
-            self.config.max_batch_bytes,
-            self._assign,
+        plan_for = Round(
+            self.queues, self._tasks, self._is_queued, self._run_times.quick, self.limits, now
         )
+        return dispatch_round(plan_for, slots, self.config.max_batch_bytes, self._assign)
 
     def _assign(self, record: TaskRecord, slot: WorkerSlot) -> None:
         record.attempts += 1
@@ -437,7 +454,7 @@ class TaskBoard:
         if record is None or record.state not in _RECLAIMABLE:
             return None
         if record.state == TaskState.QUEUED:
-            self.queues.discard(record.priority)
+            self.queues.discard(record)
             record.worker_id = worker_id
             self._apply(record, TaskEvent.ASSIGN)
         elif record.worker_id != worker_id:
@@ -491,7 +508,7 @@ class TaskBoard:
         record.started_at = None
         record.queued_at = now
         if in_place:
-            self.queues.restore(record.id, record.name, record.priority, record.seq)
+            self.queues.restore(record)
         else:
             self._queue(record, front=True)
 
@@ -511,6 +528,63 @@ class TaskBoard:
         if not self.config.result_keep_arguments:
             record.drop_arguments()
         self.results.put(record.id, record, finished_at, record.encoded_size())
+
+    # --- queues and limits ------------------------------------------------------------------
+
+    def queue_names(self) -> list[str]:
+        """Every queue known: holding tasks, named by a registration, served by a worker,
+        paused or limited."""
+        names = set(self.queues.names()) | set(self._queue_of.values()) | self.queues.paused
+        names.update(q for slot in self.workers for q in slot.queues)
+        names.update(name for (scope, name) in self.limits.settings if scope == Scope.QUEUE)
+        return sorted(names)
+
+    def pause(self, queue: str, paused: bool) -> bool:
+        """Stop (or restart) dispatch from ``queue``; returns whether that changed it."""
+        if (queue in self.queues.paused) == paused:
+            return False
+        if paused:
+            self.queues.paused.add(queue)
+        else:
+            self.queues.paused.discard(queue)
+        self.controls_version += 1
+        return True
+
+    def purge(self, queue: str, now: float) -> list[TaskResult]:
+        """Cancel every task queued in ``queue`` (parked ones included; not running,
+        delayed or retrying ones)."""
+        line = self.queues.line(queue)
+        ids = [] if line is None else line.ids()
+        ids += [record.id for record in self.queues.parked(queue)]
+        cancelled = []
+        for task_id in ids:
+            record = self._tasks.get(task_id)
+            if record is not None and record.state == TaskState.QUEUED:
+                self.queues.discard(record)
+                cancelled.append(self._finish(record, TaskEvent.CANCEL, now))
+        return cancelled
+
+    def set_limit(
+        self,
+        scope: Scope,
+        name: str,
+        rate: str | None,
+        concurrency: int | None,
+        *,
+        reset: bool = False,
+    ) -> None:
+        """Change a queue's or a task name's limits at run time (``Limits.change``)."""
+        try:
+            self.limits.change(scope, name, rate, concurrency, reset=reset)
+        except ValueError as exc:
+            raise Rejected(ErrorCode.INVALID_MESSAGE, str(exc)) from None
+        self.controls_version += 1
+        if scope == Scope.TASK:  # a raised limit may let parked tasks go
+            self.queues.unpark(name, None, self._is_queued)
+
+    def next_limit_due(self, now: float) -> float | None:
+        """When a spent rate limit next lets a queued task go (``None``: none waits)."""
+        return self.limits.next_token_at(now) if len(self.queues) else None
 
     # --- recovery, queries and cancel ---------------------------------------------------------
 
@@ -532,7 +606,7 @@ class TaskBoard:
             self._apply(record, TaskEvent.DUE)
             self._queue(record)
         else:  # where it was in its queue
-            self.queues.restore(record.id, record.name, record.priority, record.seq)
+            self.queues.restore(record)
         return None
 
     def keep(self, record: TaskRecord) -> None:
@@ -573,7 +647,7 @@ class TaskBoard:
                 raise Rejected(ErrorCode.TASK_NOT_FOUND, f"task {task_id} is unknown or expired")
             return final.final or final.snapshot(), False
         if record.state == TaskState.QUEUED:
-            self.queues.discard(record.priority)
+            self.queues.discard(record)
         return self._finish(record, TaskEvent.CANCEL, now), True
 
     def list_tasks(self, status: TaskState | None, limit: int, now: float) -> list[TaskResult]:

@@ -31,6 +31,7 @@ class PriorityQueues:
             p: {} for p in Priority.by_rank()
         }
         self._depth: dict[Priority, int] = dict.fromkeys(Priority.by_rank(), 0)
+        self.per_name: dict[str, int] = {}  # live tasks queued, per task name
         self._back = 0  # the last sequence number given at the back
         self._front = 0  # the last one given at the front
 
@@ -50,6 +51,7 @@ class PriorityQueues:
             fifo.append((self._back, task_id))
             seq = self._back
         self._depth[priority] += 1
+        self.per_name[name] = self.per_name.get(name, 0) + 1
         return seq
 
     def restore(self, task_id: str, name: str, priority: Priority, seq: int) -> None:
@@ -57,14 +59,25 @@ class PriorityQueues:
         fifo = self._fifos[priority].setdefault(name, deque())
         if not fifo or fifo[-1][0] < seq:
             fifo.append((seq, task_id))
+        elif seq < fifo[0][0]:  # a task taken from the head and put back
+            fifo.appendleft((seq, task_id))
         else:
             insort(fifo, (seq, task_id))
         self._back, self._front = max(self._back, seq), min(self._front, seq)
         self._depth[priority] += 1
+        self.per_name[name] = self.per_name.get(name, 0) + 1
 
-    def discard(self, priority: Priority) -> None:
+    def discard(self, priority: Priority, name: str) -> None:
         """Account for a queued id that will be skipped (cancelled) when popped."""
         self._depth[priority] -= 1
+        self._uncount(name)
+
+    def _uncount(self, name: str) -> None:
+        left = self.per_name[name] - 1
+        if left:
+            self.per_name[name] = left
+        else:
+            del self.per_name[name]
 
     def pop(self, is_queued: IsQueued, names: Collection[str] | None = None) -> str | None:
         """The oldest queued id of the most urgent priority among tasks named in
@@ -73,14 +86,26 @@ class PriorityQueues:
             if not self._depth[priority]:  # nothing live there (dead ids are skipped anyway)
                 continue
             best: deque[tuple[int, str]] | None = None
+            best_name = ""
             for name in _candidates(fifos, names):
                 fifo = self._head(fifos, name, is_queued)
                 if fifo is not None and (best is None or fifo[0][0] < best[0][0]):
-                    best = fifo
+                    best, best_name = fifo, name
             if best is not None:
                 self._depth[priority] -= 1
+                self._uncount(best_name)
                 return best.popleft()[1]
         return None
+
+    def ids(self) -> list[str]:
+        """Every id queued (cancelled ones not yet skipped included)."""
+        return [
+            task_id for fifos in self._fifos.values() for f in fifos.values() for _, task_id in f
+        ]
+
+    def heads(self) -> list[str]:
+        """The first id of each task name's line at each priority."""
+        return [f[0][1] for fifos in self._fifos.values() for f in fifos.values() if f]
 
     @staticmethod
     def _head(

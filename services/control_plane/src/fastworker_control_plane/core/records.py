@@ -8,6 +8,7 @@ import msgspec
 
 from fastworker_control_plane.core.stats import TaskLine
 from fastworker_protocol import (
+    DEFAULT_QUEUE,
     Assignment,
     Priority,
     TaskError,
@@ -56,6 +57,7 @@ class TaskRecord(msgspec.Struct, gc=False, array_like=True, omit_defaults=True):
     final: TaskResult | None = None  # its result, once final (what reads return)
     # False once a final task's args and kwargs were let go (it never runs again).
     arguments_kept: bool = True
+    queue: str = DEFAULT_QUEUE  # the named queue it waits in
 
     @classmethod
     def from_spec(cls, spec: TaskSpec, priority: Priority, now: float, size: int) -> TaskRecord:
@@ -131,4 +133,5 @@ class TaskRecord(msgspec.Struct, gc=False, array_like=True, omit_defaults=True):
             finished_at=self.finished_at,
             eta=self.eta,
             attempt_errors=list(self.attempt_errors),
+            queue=self.queue,
         )

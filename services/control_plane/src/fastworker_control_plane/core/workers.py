@@ -7,8 +7,10 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from fastworker_control_plane.core.dispatch_policy import Load
+from fastworker_control_plane.core.fair_share import FairShare
 from fastworker_control_plane.core.records import TaskRecord
 from fastworker_protocol import (
+    DEFAULT_QUEUE,
     Assignment,
     FailureReason,
     TaskError,
@@ -54,9 +56,18 @@ class WorkerSlot:
     assigned_total: int = 0
     completed: int = 0
 
+    queues: dict[str, int] = field(default_factory=lambda: {DEFAULT_QUEUE: 1})  # -> weight
+    share: FairShare = field(init=False)
     prefetch: int = 0
     confirms: bool = False  # it lists received batches (see ``Batch``)
     unconfirmed: dict[int, Batch] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.share = FairShare(self.queues)
+
+    def served(self, existing: Collection[str]) -> list[str]:
+        """The queues it serves among ``existing``."""
+        return [queue for queue in self.queues if queue in existing]
 
     @property
     def accepts_work(self) -> bool:
@@ -70,7 +81,7 @@ class WorkerSlot:
     def set_prefetch(self, prefetch: int) -> None:
         self.prefetch = max(0, min(prefetch, MAX_PREFETCH))
 
-    def offers(self, quick: set[str]) -> Collection[str]:
+    def offers(self, quick: set[str]) -> frozenset[str]:
         """The task names it can take one more of now: any of its own into a free slot,
         only quick ones into the buffer beyond its slots (a slow task waiting in a buffer
         could have started at once on another worker)."""
@@ -79,7 +90,7 @@ class WorkerSlot:
             return self.tasks
         if held < self.capacity:
             return self.tasks & quick
-        return ()
+        return frozenset()
 
     def deliver(self, tasks: list[Assignment], batch: int) -> Delivery:
         """Send ``tasks`` as batch number ``batch``, kept until the worker confirms it."""
@@ -113,6 +124,7 @@ class WorkerSlot:
             tasks=sorted(self.tasks),
             last_seen_ago=max(0.0, now - self.last_seen),
             local=self.local,
+            queues=dict(self.queues),
         )
 
 

@@ -19,7 +19,7 @@ import msgspec
 
 from fastworker_control_plane.core.periodic import PeriodicState
 from fastworker_control_plane.core.records import TaskRecord
-from fastworker_protocol import Priority, TaskError, TaskState
+from fastworker_protocol import DEFAULT_QUEUE, Priority, TaskError, TaskState
 
 
 class StoredError(msgspec.Struct, omit_defaults=True, gc=False):
@@ -60,6 +60,7 @@ class StoredTask(msgspec.Struct, omit_defaults=True, gc=False):
     attempt_errors: list[StoredError] = msgspec.field(default_factory=list)
     idempotency_key: str | None = None
     arguments_kept: bool = True  # False: a final task's args and kwargs were let go
+    queue: str = DEFAULT_QUEUE
 
 
 class StoredPeriodic(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -130,6 +131,7 @@ def stored_task(record: TaskRecord) -> StoredTask:
         [stored_error(e) for e in record.attempt_errors] if record.attempt_errors else [],
         record.idempotency_key,
         record.arguments_kept,
+        record.queue,
     )
 
 
@@ -161,6 +163,7 @@ def task_record(task: StoredTask) -> TaskRecord:
         attempt_errors=[task_error(e) for e in task.attempt_errors],
         idempotency_key=task.idempotency_key,
         arguments_kept=task.arguments_kept,
+        queue=task.queue,
     )
 
 
