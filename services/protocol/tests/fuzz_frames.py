@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,8 @@ SEED = 20_240_611
 
 # --- values a fuzzer likes -------------------------------------------------------------------
 
+# Words some fields are limited to (queue actions, limit scopes), for fields with a pattern.
+WORDS = ["default", "reports", "pause", "resume", "purge", "queue", "task"]
 STRINGS = [
     "",
     "add",
@@ -152,6 +155,8 @@ def random_of(rng: random.Random, t: mi.Type, depth: int = 0) -> Any:
             return rng.choice([i for i in INTS if _in_range(i, t)])
         case mi.FloatType():
             return rng.choice([f for f in FLOATS if _in_range(f, t)])
+        case mi.StrType(pattern=pattern) if pattern is not None:
+            return rng.choice([s for s in (*STRINGS, *WORDS) if re.fullmatch(pattern, s)])
         case mi.StrType():
             return rng.choice(STRINGS)
         case mi.AnyType():

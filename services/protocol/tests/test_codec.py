@@ -40,8 +40,10 @@ def strategy_for(t: mi.Type) -> st.SearchStrategy[Any]:
         case mi.FloatType(gt=gt, ge=ge, le=le) if (gt, ge, le) != (None, None, None):
             low = gt if gt is not None else ge
             return st.floats(low, le, exclude_min=gt is not None, allow_nan=False)
-        case mi.IntType(ge=ge) if ge is not None:
-            return st.integers(ge, 2**63 - 1)
+        case mi.IntType(ge=ge, le=le) if ge is not None:
+            return st.integers(ge, le if le is not None else 2**63 - 1)
+        case mi.StrType(pattern=pattern) if pattern is not None:
+            return st.from_regex(pattern, fullmatch=True)
         case mi.EnumType(cls=cls):
             return st.sampled_from(cls)
         case mi.ListType(item_type=item):

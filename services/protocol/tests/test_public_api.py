@@ -32,6 +32,10 @@ EXPECTED_PUBLIC_NAMES = {
     "Unregister", "UnsupportedVersion", "WorkerEvent", "WorkerInfo", "WorkerList", "WorkerState",
     "check_portable", "message_op",
     "nesting_depth", "next_task_state", "next_worker_state", "tcp_address",
+    # named queues and limits (issue 17)
+    "DEFAULT_QUEUE", "Rate", "check_queue", "check_rate", "parse_queues", "LimitInfo",
+    "LimitList", "ListLimits", "ListQueues", "QueueAction", "QueueActed", "QueueInfo",
+    "QueueList", "SetLimit",
 }  # fmt: skip
 
 OPS = {
@@ -42,6 +46,9 @@ OPS = {
     fp.TaskList: "tasks", fp.WorkerList: "workers", fp.Registered: "registered",
     fp.Assign: "assign", fp.Ack: "ack", fp.Error: "error", fp.Announce: "announce",
     fp.Probe: "probe", fp.ListSchedules: "list_schedules", fp.ScheduleList: "schedules",
+    fp.ListQueues: "list_queues", fp.QueueList: "queues", fp.QueueAction: "queue_action",
+    fp.QueueActed: "queue_acted", fp.ListLimits: "list_limits", fp.SetLimit: "set_limit",
+    fp.LimitList: "limits",
 }  # fmt: skip
 
 ERROR_CODES = {
