@@ -11,6 +11,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from fastworker_protocol import parse_queues
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -80,3 +82,11 @@ def _parse_env(
         return convert(raw)
     except (ValueError, TypeError, argparse.ArgumentTypeError) as exc:
         parser.error(f"{env}={raw!r} is invalid: {exc}")
+
+
+def queue_weights(text: str) -> dict[str, int]:
+    """``--queues reports:1,default:4``: queue -> weight, or a usage error saying why."""
+    try:
+        return parse_queues(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

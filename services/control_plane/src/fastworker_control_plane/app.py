@@ -201,6 +201,7 @@ class ControlPlane:
             self._local = Subworker(
                 SubworkerConfig(
                     concurrency=cfg.local_concurrency,
+                    queues=cfg.local_queues,
                     shutdown_timeout=cfg.shutdown_timeout,
                     max_message_size=cfg.max_message_size,
                     auth_token=cfg.auth_token,

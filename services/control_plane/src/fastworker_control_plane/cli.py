@@ -20,7 +20,7 @@ from fastworker.cli.common import (
     traced,
 )
 from fastworker.log_setup import configure_logging
-from fastworker.options import add_option
+from fastworker.options import add_option, queue_weights
 from fastworker_control_plane.app import ControlPlane
 from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_control_plane.durability.journal import JournalError
@@ -75,6 +75,15 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         type=int,
         default=os.cpu_count() or 1,
         help="tasks the control plane runs itself at once (0: only subworkers run)",
+    )
+    add_option(
+        parser,
+        "--local-queues",
+        type=queue_weights,
+        default=None,
+        metavar="QUEUE[:WEIGHT],...",
+        help="queues the control plane takes the tasks it runs itself from, as a "
+        "subworker's --queues (default: every queue its --task-modules' tasks name)",
     )
     add_option(
         parser,
@@ -206,6 +215,7 @@ def run(args: argparse.Namespace) -> int:
             base_port=args.base_port,
             discovery_port=args.discovery_port,
             local_concurrency=args.local_concurrency,
+            local_queues=args.local_queues,
             shutdown_timeout=args.shutdown_timeout,
             result_ttl=args.result_ttl,
             result_max_size=args.result_max_size,

@@ -32,6 +32,7 @@ class ControlPlaneConfig:
     base_port: int = DEFAULT_BASE_PORT
     discovery_port: int = DEFAULT_DISCOVERY_PORT
     local_concurrency: int = field(default_factory=lambda: os.cpu_count() or 1)
+    local_queues: dict[str, int] | None = None  # what it runs itself (None: all its tasks name)
     shutdown_timeout: float = 30.0
     result_ttl: float = DEFAULT_TTL
     result_max_size: int = DEFAULT_MAX_SIZE

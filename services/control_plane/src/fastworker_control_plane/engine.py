@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 import structlog
 
 from fastworker_control_plane.core.board import TaskBoard
+from fastworker_control_plane.core.limits import Scope
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.core.workers import Delivery
 from fastworker_control_plane.durability.entries import Recorder
@@ -137,6 +138,28 @@ class Engine:
         held = self._fetches.pop(worker_id, None)
         if held is not None and not held.done():
             held.set_result(Delivery())
+
+    # --- queues and limits --------------------------------------------------------------
+
+    def pause_queue(self, queue: str, paused: bool) -> None:
+        if self.board.pause(queue, paused):
+            log.info("queue paused" if paused else "queue resumed", queue=queue)
+            self.kick()  # publishes (journals) the change; resumed work goes out
+
+    def purge_queue(self, queue: str) -> int:
+        purged = self.board.purge(queue, self.clock())
+        log.info("queue purged", queue=queue, cancelled=len(purged))
+        self.finished(purged)
+        self.kick()
+        return len(purged)
+
+    def set_limit(
+        self, scope: Scope, name: str, rate: str | None, concurrency: int | None, *, reset: bool
+    ) -> None:
+        self.board.set_limit(scope, name, rate, concurrency, reset=reset)
+        log.info("limit changed", scope=str(scope), name=name, rate=rate, concurrency=concurrency)
+        self.kick()
+        self.arm_timer()
 
     # --- subworkers ------------------------------------------------------------------------
 
@@ -283,7 +306,7 @@ class Engine:
         return self.events.subscribe(backlog)
 
     def _publish(self) -> None:
-        if self.board.changes:
+        if self.board.changes or self._recorder.behind(self.board):
             changes = self.board.take_changes()
             if self.journal is not None:
                 self.journal.append(self._recorder.entries(changes, self.board))

@@ -21,7 +21,7 @@ from fastworker.cli.common import (
 )
 from fastworker.errors import Unauthorized
 from fastworker.log_setup import configure_logging
-from fastworker.options import add_option
+from fastworker.options import add_option, queue_weights
 from fastworker.tls import TLSError, dial_config
 from fastworker_protocol import DEFAULT_DISCOVERY_ADDRESS, DEFAULT_MAX_MESSAGE_SIZE
 from fastworker_subworker.health import PortInUse, check
@@ -46,6 +46,15 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     )
     add_option(
         parser, "--concurrency", type=int, default=os.cpu_count() or 1, help="tasks run at once"
+    )
+    add_option(
+        parser,
+        "--queues",
+        type=queue_weights,
+        default=None,
+        metavar="QUEUE[:WEIGHT],...",
+        help="queues to take tasks from, with their weights in its fair share "
+        "(e.g. reports:1,default:4; default: every queue its tasks name)",
     )
     add_option(
         parser,
@@ -102,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
         config = SubworkerConfig(
             discovery_address=args.discovery_address,
             concurrency=args.concurrency,
+            queues=args.queues,
             shutdown_timeout=args.shutdown_timeout,
             max_message_size=args.max_message_size,
             metrics_host=args.metrics_host,

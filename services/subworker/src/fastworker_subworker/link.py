@@ -39,13 +39,20 @@ class ControlPlaneLink:
     def connected(self) -> bool:
         return self._channel.connected
 
-    async def register(self, name: str, concurrency: int, tasks: list[TaskSignature]) -> Registered:
+    async def register(
+        self,
+        name: str,
+        concurrency: int,
+        tasks: list[TaskSignature],
+        queues: dict[str, int] | None = None,
+    ) -> Registered:
         message = Register(
             worker_id=self.worker_id,
             name=name,
             concurrency=concurrency,
             tasks=tasks,
             confirms=True,
+            queues=queues,
         )
         return await self._channel.request(message, Registered, self._timeout)
 

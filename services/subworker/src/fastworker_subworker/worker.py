@@ -71,6 +71,8 @@ class SubworkerConfig:
     # The control plane's shared token, when it requires one (never shown in a repr).
     auth_token: str | None = field(default=None, repr=False)
     tls: TLS | None = None  # for tls+tcp:// control planes: the CA (and own certificate)
+    # Queues served, -> weight in the fair share (None: every queue its tasks name).
+    queues: dict[str, int] | None = None
 
 
 class Subworker:
@@ -267,7 +269,7 @@ class Subworker:
         while True:
             try:
                 registered = await self._link.register(
-                    self.config.name, self.config.concurrency, signatures
+                    self.config.name, self.config.concurrency, signatures, self.config.queues
                 )
             except (ControlPlaneUnavailable, Timeout) as exc:
                 if self._stop_requested.is_set():  # stopping: one try per call is enough

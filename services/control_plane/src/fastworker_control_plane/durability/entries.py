@@ -13,12 +13,15 @@ from dataclasses import dataclass, field
 
 from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.board_types import Change
+from fastworker_control_plane.core.limits import Scope, Setting
 from fastworker_control_plane.core.periodic import PeriodicState
 from fastworker_control_plane.durability.schema import (
+    Controls,
     Done,
     Entry,
     Put,
     Step,
+    StoredLimit,
     StoredPeriodic,
     StoredTask,
     Tick,
@@ -42,6 +45,11 @@ class Recorder:
 
     def __init__(self) -> None:
         self._periodics: dict[str, PeriodicState] = {}  # as last written
+        self.controls_version = 0  # the board's ``controls_version`` last written
+
+    def behind(self, board: TaskBoard) -> bool:
+        """Whether the board has changes not yet made entries of (beyond transitions)."""
+        return board.controls_version != self.controls_version
 
     def entries(self, changes: Iterable[Change], board: TaskBoard) -> list[Entry]:
         entries: list[Entry] = []
@@ -70,7 +78,20 @@ class Recorder:
             if self._periodics.get(periodic.name) != state:
                 self._periodics[periodic.name] = state
                 entries.append(Tick(periodic=stored_periodic(state)))
+        if self.behind(board):
+            self.controls_version = board.controls_version
+            entries.append(controls(board))
         return entries
+
+
+def controls(board: TaskBoard) -> Controls:
+    return Controls(
+        paused=sorted(board.queues.paused),
+        limits=[
+            StoredLimit(scope=str(scope), name=name, rate=s.rate, concurrency=s.concurrency)
+            for (scope, name), s in sorted(board.limits.settings.items())
+        ],
+    )
 
 
 def snapshot(board: TaskBoard, now: float) -> list[Entry]:
@@ -82,6 +103,7 @@ def snapshot(board: TaskBoard, now: float) -> list[Entry]:
         *(Done(task=stored_task(record)) for record in kept),
         *(Put(task=stored_task(record)) for record in board.live_records()),
         *(Tick(periodic=stored_periodic(state)) for state in periodics),
+        controls(board),
     ]
 
 
@@ -92,6 +114,7 @@ class Recovered:
     live: dict[str, StoredTask] = field(default_factory=dict)
     final: dict[str, StoredTask] = field(default_factory=dict)
     periodics: dict[str, StoredPeriodic] = field(default_factory=dict)
+    controls: Controls = field(default_factory=Controls)
 
     def apply(self, entry: Entry) -> None:
         match entry:
@@ -107,6 +130,8 @@ class Recovered:
                 self.final[task.id] = task
             case Tick(periodic=state):
                 self.periodics[state.name] = state
+            case Controls():
+                self.controls = entry
 
     def restore(self, board: TaskBoard, now: float) -> int:
         """Put everything back on ``board``; returns how many tasks were redelivered
@@ -119,4 +144,11 @@ class Recovered:
             redelivered += task.state in _STEPS
             board.adopt(task_record(task), now)
         board.saved_periodics.update({n: periodic_state(p) for n, p in self.periodics.items()})
+        board.queues.paused.update(self.controls.paused)
+        board.limits.restore(
+            {
+                (Scope(limit.scope), limit.name): Setting(limit.rate, limit.concurrency)
+                for limit in self.controls.limits
+            }
+        )
         return redelivered

@@ -100,7 +100,24 @@ class Tick(msgspec.Struct, tag="tick", kw_only=True, gc=False):
     periodic: StoredPeriodic
 
 
-Entry = Put | Step | Done | Tick
+class StoredLimit(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A limit set at run time (``"off"`` / ``0``: lifted)."""
+
+    scope: str
+    name: str
+    rate: str | None = None
+    concurrency: int | None = None
+
+
+class Controls(msgspec.Struct, tag="controls", kw_only=True, omit_defaults=True):
+    """The queue controls set at run time, written whole whenever one changes: paused
+    queues and limit settings."""
+
+    paused: list[str] = msgspec.field(default_factory=list)
+    limits: list[StoredLimit] = msgspec.field(default_factory=list)
+
+
+Entry = Put | Step | Done | Tick | Controls
 
 
 def stored_task(record: TaskRecord) -> StoredTask:

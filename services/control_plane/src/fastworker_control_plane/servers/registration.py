@@ -53,6 +53,7 @@ class RegistrationHandler:
                     pipe_id,
                     local=local,
                     confirms=message.confirms,
+                    queues=message.queues,
                 )
                 return Registered(
                     worker_id=worker_id,

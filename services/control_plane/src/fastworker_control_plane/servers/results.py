@@ -1,24 +1,43 @@
 """Results server: client REQ -> control plane REP on base+4 (results, status, cancel,
-listings)."""
+listings, queue and limit controls)."""
 
 from __future__ import annotations
 
+from fastworker_control_plane.core.limits import Scope
+from fastworker_control_plane.core.queue_views import limit_infos, queue_infos
 from fastworker_control_plane.engine import Engine
 from fastworker_protocol import (
     Cancel,
     Cancelled,
     Get,
+    LimitList,
+    ListLimits,
+    ListQueues,
     ListSchedules,
     ListTasks,
     ListWorkers,
     Message,
+    QueueActed,
+    QueueAction,
+    QueueList,
     Results,
     ScheduleList,
+    SetLimit,
     TaskList,
     WorkerList,
 )
 
-SERVES: tuple[type[Message], ...] = (Get, Cancel, ListTasks, ListWorkers, ListSchedules)
+SERVES: tuple[type[Message], ...] = (
+    Get,
+    Cancel,
+    ListTasks,
+    ListWorkers,
+    ListSchedules,
+    ListQueues,
+    QueueAction,
+    ListLimits,
+    SetLimit,
+)
 MAX_LISTED = 10_000
 
 
@@ -47,4 +66,21 @@ class ResultsHandler:
                 return WorkerList(workers=engine.board.list_workers(engine.clock()))
             case ListSchedules():
                 return ScheduleList(schedules=engine.board.list_schedules(engine.clock()))
+            case ListQueues():
+                return QueueList(queues=queue_infos(engine.board, engine.clock()))
+            case QueueAction(queue=queue, action=action):
+                purged = 0
+                if action == "purge":
+                    purged = engine.purge_queue(queue)
+                else:
+                    engine.pause_queue(queue, action == "pause")
+                await engine.durable()
+                paused = queue in engine.board.queues.paused
+                return QueueActed(queue=queue, paused=paused, purged=purged)
+            case ListLimits():
+                return LimitList(limits=limit_infos(engine.board, engine.clock()))
+            case SetLimit(scope=scope, name=name, rate_limit=rate, concurrency_limit=limit):
+                engine.set_limit(Scope(scope), name, rate, limit, reset=message.reset)
+                await engine.durable()
+                return LimitList(limits=limit_infos(engine.board, engine.clock()))
         raise AssertionError(f"unexpected {message!r}")  # ReplyServer filters by SERVES
