@@ -33,11 +33,15 @@ from fastworker_protocol import (
     Codec,
     PortMap,
     Priority,
+    QueueAction,
+    SetLimit,
     TaskList,
     TaskResult,
     TaskSpec,
     TaskState,
     check_portable,
+    check_queue,
+    check_rate,
     tcp_address,
 )
 
@@ -131,6 +135,7 @@ class BatchItem:
     args: Sequence[Any] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     priority: Priority | str | None = None
+    queue: str | None = None
 
 
 class TaskPage(list[TaskResult]):
@@ -186,9 +191,15 @@ def task_spec(
     max_retries: int | None = None,
     timeout: float | None = None,
     idempotency_key: str | None = None,
+    queue: str | None = None,
 ) -> TaskSpec:
-    """The task as it is sent, its arguments checked first."""
+    """The task as it is sent, its arguments checked first. Its queue is ``queue``, else
+    the one the ``@task`` object names, else (by name) the one its registration names."""
     name = task if isinstance(task, str) else task.name
+    if queue is not None:
+        check_queue(queue)
+    elif not isinstance(task, str):
+        queue = task.queue
     arguments, keywords = list(args), dict(kwargs or {})
     check_arguments(name, arguments, keywords)
     return TaskSpec(
@@ -200,6 +211,29 @@ def task_spec(
         max_retries=max_retries,
         timeout=timeout,
         idempotency_key=idempotency_key,
+        queue=queue,
+    )
+
+
+def queue_action(queue: str, action: str) -> QueueAction:
+    return QueueAction(queue=check_queue(queue), action=action)
+
+
+def limit_change(
+    scope: str, name: str, rate: str | None, concurrency: int | None, reset: bool
+) -> SetLimit:
+    """A ``SetLimit``, checked: ``rate`` like ``"20/m"`` (``"off"`` lifts it),
+    ``concurrency`` at least 0 (0 lifts it)."""
+    if scope not in ("queue", "task"):
+        raise ValueError(f"scope must be 'queue' or 'task', not {scope!r}")
+    if scope == "queue":
+        check_queue(name)
+    if rate is not None and rate != "off":
+        check_rate(rate)
+    if concurrency is not None and concurrency < 0:
+        raise ValueError("concurrency must be 0 (no limit) or more")
+    return SetLimit(
+        scope=scope, name=name, rate_limit=rate, concurrency_limit=concurrency, reset=reset
     )
 
 
@@ -238,7 +272,13 @@ def batch_item(item: BatchItem | Mapping[str, Any] | tuple[Any, ...]) -> BatchIt
     name = item.get("task_name", item.get("name"))
     if not isinstance(name, str):
         raise ValueError(f"batch item has no task_name: {item!r}")
-    return BatchItem(name, item.get("args", ()), item.get("kwargs") or {}, item.get("priority"))
+    return BatchItem(
+        name,
+        item.get("args", ()),
+        item.get("kwargs") or {},
+        item.get("priority"),
+        item.get("queue"),
+    )
 
 
 def batch_specs(
@@ -250,7 +290,7 @@ def batch_specs(
     ids: list[str] = []
     for item in items:
         b = batch_item(item)
-        spec = task_spec(b.task_name, b.args, b.kwargs)
+        spec = task_spec(b.task_name, b.args, b.kwargs, queue=b.queue)
         by_priority.setdefault(priority_of(b.task_name, b.priority), []).append(spec)
         ids.append(spec.id)
     chunks = [

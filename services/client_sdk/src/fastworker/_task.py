@@ -11,7 +11,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
-from fastworker_protocol import Param, Priority, TaskSignature
+from fastworker_protocol import (
+    DEFAULT_QUEUE,
+    Param,
+    Priority,
+    TaskSignature,
+    check_queue,
+    check_rate,
+)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -32,6 +39,10 @@ class Task(Generic[P, R]):
     repeat_interval: float | None = None
     cron: str | None = None
     cron_tz: str = "UTC"
+    queue: str = DEFAULT_QUEUE
+    rate_limit: str | None = None
+    concurrency_limit: int | None = None
+    concurrency_key: str | None = None
 
     @property
     def is_async(self) -> bool:
@@ -57,6 +68,10 @@ class Task(Generic[P, R]):
             repeat_interval=self.repeat_interval,
             cron=self.cron,
             cron_tz=self.cron_tz,
+            queue=self.queue,
+            rate_limit=self.rate_limit,
+            concurrency_limit=self.concurrency_limit,
+            concurrency_key=self.concurrency_key,
         )
 
 
@@ -108,6 +123,10 @@ def task(
     repeat_interval: float | None = None,
     cron: str | None = None,
     cron_tz: str = "UTC",
+    queue: str = DEFAULT_QUEUE,
+    rate_limit: str | None = None,
+    concurrency_limit: int | None = None,
+    concurrency_key: str | None = None,
     registry: TaskRegistry | None = None,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
@@ -126,6 +145,10 @@ def task(
     repeat_interval: float | None = None,
     cron: str | None = None,
     cron_tz: str = "UTC",
+    queue: str = DEFAULT_QUEUE,
+    rate_limit: str | None = None,
+    concurrency_limit: int | None = None,
+    concurrency_key: str | None = None,
     registry: TaskRegistry | None = None,
 ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
     """Register a function (sync or async) as a task, by default under its ``__name__``.
@@ -140,6 +163,10 @@ def task(
     time counts from its start, not from its wait for a free thread.
     ``repeat_interval`` (seconds) or ``cron`` (an expression, in ``cron_tz``) makes it a
     periodic task, run without arguments by the control plane's scheduler, once per tick.
+    ``queue`` names the queue its submissions go to (subworkers take tasks only from the
+    queues they serve). The control plane starts at most ``rate_limit`` (``"20/m"``; per
+    ``s``, ``m`` or ``h``) of its tasks, and keeps at most ``concurrency_limit`` running at
+    once, per value of the argument ``concurrency_key`` when given, over all subworkers.
     """
 
     def register(f: Callable[P, R]) -> Task[P, R]:
@@ -151,6 +178,7 @@ def task(
             raise ValueError("give repeat_interval or cron, not both")
         if repeat_interval is not None and not 0.01 <= repeat_interval <= 366 * 24 * 3600:
             raise ValueError("repeat_interval must be between 0.01 seconds and a year")
+        _check_limits(f, queue, rate_limit, concurrency_limit, concurrency_key)
         t = Task(
             fn=f,
             name=name or f.__name__,
@@ -163,8 +191,32 @@ def task(
             repeat_interval=repeat_interval,
             cron=cron,
             cron_tz=cron_tz,
+            queue=queue,
+            rate_limit=rate_limit,
+            concurrency_limit=concurrency_limit,
+            concurrency_key=concurrency_key,
         )
         (registry if registry is not None else default_registry).add(t)
         return t
 
     return register(fn) if fn is not None else register
+
+
+def _check_limits(
+    fn: Callable[..., Any],
+    queue: str,
+    rate_limit: str | None,
+    concurrency_limit: int | None,
+    concurrency_key: str | None,
+) -> None:
+    check_queue(queue)
+    check_rate(rate_limit)
+    if concurrency_limit is not None and concurrency_limit < 1:
+        raise ValueError("concurrency_limit must be at least 1")
+    if concurrency_key is None:
+        return
+    if concurrency_limit is None:
+        raise ValueError("concurrency_key needs a concurrency_limit")
+    param = inspect.signature(fn).parameters.get(concurrency_key)
+    if param is None or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+        raise ValueError(f"concurrency_key {concurrency_key!r} is not a named parameter of {fn}")

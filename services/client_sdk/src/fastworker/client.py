@@ -26,7 +26,9 @@ from fastworker._calls import (
     eta_of,
     final,
     id_chunks,
+    limit_change,
     priority_of,
+    queue_action,
     task_page,
     task_spec,
     unwrap,
@@ -46,11 +48,18 @@ from fastworker_protocol import (
     Cancelled,
     EncodeError,
     Get,
+    LimitInfo,
+    LimitList,
+    ListLimits,
+    ListQueues,
     ListSchedules,
     ListTasks,
     ListWorkers,
     Message,
     Priority,
+    QueueActed,
+    QueueInfo,
+    QueueList,
     Results,
     ScheduleInfo,
     ScheduleList,
@@ -184,6 +193,7 @@ class Client:
         countdown: float | None = None,
         eta: datetime | float | None = None,
         idempotency_key: str | None = None,
+        queue: str | None = None,
         **kwargs: Any,
     ) -> str:
         """Queue a task and return its id without waiting for it to run.
@@ -191,7 +201,8 @@ class Client:
         ``countdown`` (seconds from now) or ``eta`` (a datetime, or Unix seconds) delay it.
         With ``idempotency_key``, a second call with the same key (and task) returns the
         first call's task id instead of queueing again, for as long as that task is live or
-        its result is kept. ``priority``, ``countdown``, ``eta`` and ``idempotency_key`` are
+        its result is kept. ``queue`` sends it to that named queue instead of the task's
+        own. ``priority``, ``countdown``, ``eta``, ``idempotency_key`` and ``queue`` are
         therefore not passed to the task.
         """
         return await self.apply_async(
@@ -202,6 +213,7 @@ class Client:
             countdown=countdown,
             eta=eta,
             idempotency_key=idempotency_key,
+            queue=queue,
         )
 
     async def apply_async(
@@ -217,6 +229,7 @@ class Client:
         max_retries: int | None = None,
         time_limit: float | None = None,
         idempotency_key: str | None = None,
+        queue: str | None = None,
     ) -> str:
         """Queue a task; ``task_id`` or ``idempotency_key`` makes the call idempotent across
         your own retries, ``countdown``/``eta`` delay it, ``max_retries`` and ``time_limit``
@@ -231,10 +244,11 @@ class Client:
             max_retries=max_retries,
             timeout=time_limit,
             idempotency_key=idempotency_key,
+            queue=queue,
         )
-        queue = priority_of(task, priority)
-        with send_spans([spec], queue) as (traced,):
-            return await self._coalescers[queue].submit(traced)
+        lane = priority_of(task, priority)
+        with send_spans([spec], lane) as (traced,):
+            return await self._coalescers[lane].submit(traced)
 
     async def delay_with_callback(
         self,
@@ -284,6 +298,7 @@ class Client:
         kwargs: Mapping[str, Any] | None = None,
         priority: Priority | str | None = None,
         timeout: float | None = None,
+        queue: str | None = None,
     ) -> TaskResult:
         """Queue a task and wait up to ``timeout`` seconds for its final result.
 
@@ -291,9 +306,9 @@ class Client:
         :class:`Timeout` if it is not final in time.
         """
         wait = self.timeout if timeout is None else timeout
-        queue = priority_of(task_name, priority)
-        with send_spans([task_spec(task_name, args, kwargs)], queue) as (spec,):
-            reply = await self._send_submit(queue, [spec], wait, Results)
+        lane = priority_of(task_name, priority)
+        with send_spans([task_spec(task_name, args, kwargs, queue=queue)], lane) as (spec,):
+            reply = await self._send_submit(lane, [spec], wait, Results)
         return final(spec.id, reply.results[0], wait)
 
     async def submit_batch(
@@ -403,6 +418,52 @@ class Client:
     async def list_workers(self) -> list[WorkerInfo]:
         reply = await self._request(self._results_channel(), ListWorkers(), WorkerList, None)
         return reply.workers
+
+    # --- queues and limits ------------------------------------------------------------------
+
+    async def list_queues(self) -> list[QueueInfo]:
+        """Every named queue: depth per priority, oldest task's age, running tasks,
+        workers serving it, whether it is paused, its limits."""
+        reply = await self._request(self._results_channel(), ListQueues(), QueueList, None)
+        return reply.queues
+
+    async def pause_queue(self, queue: str) -> None:
+        """Stop dispatching from ``queue`` (it still accepts tasks) until resumed; kept
+        across control-plane restarts with a state dir."""
+        await self._queue_action(queue, "pause")
+
+    async def resume_queue(self, queue: str) -> None:
+        await self._queue_action(queue, "resume")
+
+    async def purge_queue(self, queue: str) -> int:
+        """Cancel every task queued in ``queue`` (not running, delayed or retrying ones);
+        returns how many."""
+        return (await self._queue_action(queue, "purge")).purged
+
+    async def _queue_action(self, queue: str, action: str) -> QueueActed:
+        message = queue_action(queue, action)
+        return await self._request(self._results_channel(), message, QueueActed, None)
+
+    async def list_limits(self) -> list[LimitInfo]:
+        """Every rate and concurrency limit in effect, declared or set at run time."""
+        reply = await self._request(self._results_channel(), ListLimits(), LimitList, None)
+        return reply.limits
+
+    async def set_limit(
+        self,
+        scope: str,
+        name: str,
+        *,
+        rate: str | None = None,
+        concurrency: int | None = None,
+        reset: bool = False,
+    ) -> list[LimitInfo]:
+        """Change a ``"queue"``'s or a ``"task"`` name's limits at run time: ``rate`` like
+        ``"100/s"`` (``"off"`` lifts it), ``concurrency`` tasks running at once (0 lifts
+        it); ``None`` leaves one as it is, ``reset`` first goes back to what ``@task``
+        declared. Kept across restarts with a state dir. Returns the limits now."""
+        message = limit_change(scope, name, rate, concurrency, reset)
+        return (await self._request(self._results_channel(), message, LimitList, None)).limits
 
     # --- plumbing ---------------------------------------------------------------------------
 

@@ -32,7 +32,9 @@ from fastworker._calls import (
     eta_of,
     final,
     id_chunks,
+    limit_change,
     priority_of,
+    queue_action,
     task_page,
     task_spec,
     unwrap,
@@ -48,11 +50,18 @@ from fastworker_protocol import (
     Cancelled,
     EncodeError,
     Get,
+    LimitInfo,
+    LimitList,
+    ListLimits,
+    ListQueues,
     ListSchedules,
     ListTasks,
     ListWorkers,
     Message,
     Priority,
+    QueueActed,
+    QueueInfo,
+    QueueList,
     Results,
     ScheduleInfo,
     ScheduleList,
@@ -157,6 +166,7 @@ class SyncClient:
         countdown: float | None = None,
         eta: datetime | float | None = None,
         idempotency_key: str | None = None,
+        queue: str | None = None,
         **kwargs: Any,
     ) -> str:
         """As :meth:`Client.delay`: queue a task and return its id."""
@@ -168,6 +178,7 @@ class SyncClient:
             countdown=countdown,
             eta=eta,
             idempotency_key=idempotency_key,
+            queue=queue,
         )
 
     def apply_async(
@@ -183,6 +194,7 @@ class SyncClient:
         max_retries: int | None = None,
         time_limit: float | None = None,
         idempotency_key: str | None = None,
+        queue: str | None = None,
     ) -> str:
         """As :meth:`Client.apply_async`: queue a task and return its id."""
         spec = task_spec(
@@ -194,10 +206,11 @@ class SyncClient:
             max_retries=max_retries,
             timeout=time_limit,
             idempotency_key=idempotency_key,
+            queue=queue,
         )
-        queue = priority_of(task, priority)
-        with send_spans([spec], queue) as traced:
-            reply = self._request(self._submit_channel(queue), Submit(tasks=traced), Accepted)
+        lane = priority_of(task, priority)
+        with send_spans([spec], lane) as traced:
+            reply = self._request(self._submit_channel(lane), Submit(tasks=traced), Accepted)
         return reply.task_ids[0]
 
     def delay_with_callback(
@@ -222,13 +235,14 @@ class SyncClient:
         kwargs: Mapping[str, Any] | None = None,
         priority: Priority | str | None = None,
         timeout: float | None = None,
+        queue: str | None = None,
     ) -> TaskResult:
         """As :meth:`Client.submit_task`: queue a task and wait for its final result."""
         wait = self._settings.timeout if timeout is None else timeout
-        queue = priority_of(task_name, priority)
-        with send_spans([task_spec(task_name, args, kwargs)], queue) as (spec,):
+        lane = priority_of(task_name, priority)
+        with send_spans([task_spec(task_name, args, kwargs, queue=queue)], lane) as (spec,):
             message = Submit(tasks=[spec], wait=wait)
-            reply = self._request(self._submit_channel(queue), message, Results, wait)
+            reply = self._request(self._submit_channel(lane), message, Results, wait)
         self._client._known.remember(reply.results)
         return final(spec.id, reply.results[0], wait)
 
@@ -302,6 +316,42 @@ class SyncClient:
 
     def list_workers(self) -> list[WorkerInfo]:
         return self._request(self._results_channel(), ListWorkers(), WorkerList).workers
+
+    # --- queues and limits ------------------------------------------------------------------
+
+    def list_queues(self) -> list[QueueInfo]:
+        """As :meth:`Client.list_queues`."""
+        return self._request(self._results_channel(), ListQueues(), QueueList).queues
+
+    def pause_queue(self, queue: str) -> None:
+        """As :meth:`Client.pause_queue`."""
+        self._queue_action(queue, "pause")
+
+    def resume_queue(self, queue: str) -> None:
+        self._queue_action(queue, "resume")
+
+    def purge_queue(self, queue: str) -> int:
+        """As :meth:`Client.purge_queue`."""
+        return self._queue_action(queue, "purge").purged
+
+    def _queue_action(self, queue: str, action: str) -> QueueActed:
+        return self._request(self._results_channel(), queue_action(queue, action), QueueActed)
+
+    def list_limits(self) -> list[LimitInfo]:
+        return self._request(self._results_channel(), ListLimits(), LimitList).limits
+
+    def set_limit(
+        self,
+        scope: str,
+        name: str,
+        *,
+        rate: str | None = None,
+        concurrency: int | None = None,
+        reset: bool = False,
+    ) -> list[LimitInfo]:
+        """As :meth:`Client.set_limit`."""
+        message = limit_change(scope, name, rate, concurrency, reset)
+        return self._request(self._results_channel(), message, LimitList).limits
 
     # --- callbacks --------------------------------------------------------------------------
 

@@ -103,7 +103,7 @@ def snapshot(board: TaskBoard, now: float) -> list[Entry]:
         *(Done(task=stored_task(record)) for record in kept),
         *(Put(task=stored_task(record)) for record in board.live_records()),
         *(Tick(periodic=stored_periodic(state)) for state in periodics),
-        controls(board),
+        *([controls(board)] if board.queues.paused or board.limits.settings else []),
     ]
 
 
