@@ -1,6 +1,6 @@
 """The ``fastworker`` command.
 
-Client commands (submit, status, result, cancel, workers, tasks) live here; the
+Client commands (submit, status, result, cancel, workers, tasks, queues, ...) live here; the
 ``control-plane`` and ``subworker`` commands are contributed by their packages through the
 ``fastworker.commands`` entry-point group, so this SDK never imports them.
 
@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import TypeAlias
 
-from fastworker.cli import client_commands, dev, watch
+from fastworker.cli import client_commands, dev, queue_commands, watch
 from fastworker.cli.common import EXIT_OK, EXIT_USAGE, CommandError
 
 __all__ = ["main"]
@@ -49,6 +49,7 @@ def _empty_parser() -> tuple[argparse.ArgumentParser, _Commands]:
 
 def _add_own(commands: _Commands) -> None:
     client_commands.add_commands(commands)
+    queue_commands.add_commands(commands)
     dev.add_command(commands)
     watch.add_command(commands)
 

@@ -2,8 +2,9 @@
 bar and a summary.
 
 Each line is one task: ``{"task_name": "add", "args": [1, 2], "kwargs": {}, "priority":
-"high"}`` (only ``task_name`` is required; ``-`` reads standard input). Every line is
-checked before anything is sent, so a typo is one error naming its line, not half a batch.
+"high", "queue": "reports"}`` (only ``task_name`` is required; ``-`` reads standard
+input). Every line is checked before anything is sent, so a typo is one error naming
+its line, not half a batch.
 With ``--non-blocking`` the task ids go to standard output, one per line, in the file's
 order; otherwise each task's result value does (its whole result with ``--json``), as
 JSON lines, and the exit code says whether all succeeded.
@@ -16,7 +17,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from time import perf_counter
-from typing import Any, TextIO, TypeVar
+from typing import Annotated, Any, TextIO, TypeVar
 
 import msgspec
 
@@ -24,6 +25,7 @@ from fastworker.cli.common import EXIT_OK, EXIT_TASK_FAILED, CommandError
 from fastworker.client import BatchItem, Client
 from fastworker.errors import RequestRejected
 from fastworker_protocol import Priority, TaskState
+from fastworker_protocol.queues import QUEUE_PATTERN
 
 CHUNK = 1_000  # tasks per submit_batch call: one progress step
 _BAR = 30
@@ -35,6 +37,7 @@ class BatchLine(msgspec.Struct, forbid_unknown_fields=True):
     args: list[Any] = msgspec.field(default_factory=list)
     kwargs: dict[str, Any] = msgspec.field(default_factory=dict)
     priority: Priority | None = None
+    queue: Annotated[str, msgspec.Meta(pattern=QUEUE_PATTERN)] | None = None
 
 
 def read_batch(source: str, stdin: TextIO = sys.stdin) -> list[BatchItem]:
@@ -52,7 +55,7 @@ def read_batch(source: str, stdin: TextIO = sys.stdin) -> list[BatchItem]:
             task = decoder.decode(line)
         except msgspec.DecodeError as exc:
             raise CommandError(f"{source}:{number}: {exc}") from None
-        items.append(BatchItem(task.task_name, task.args, task.kwargs, task.priority))
+        items.append(BatchItem(task.task_name, task.args, task.kwargs, task.priority, task.queue))
     if not items:
         raise CommandError(f"{source} holds no tasks")
     return items

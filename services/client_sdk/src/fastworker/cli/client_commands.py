@@ -41,7 +41,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default=None,
         metavar="FILE",
         help='tasks from a JSON Lines file (- for stdin), one per line: {"task_name": '
-        '"add", "args": [1, 2], "kwargs": {}, "priority": "high"}',
+        '"add", "args": [1, 2], "kwargs": {}, "priority": "high", "queue": "reports"}',
     )
     add_option(
         p,
@@ -65,6 +65,12 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         type=Priority.parse,
         default=Priority.NORMAL,
         help="critical, high, normal or low",
+    )
+    add_option(
+        p,
+        "--queue",
+        default=None,
+        help="the named queue to send it to (default: the one its @task names)",
     )
     add_option(
         p, "--non-blocking", switch=True, help="print the task id and return without waiting"
@@ -104,7 +110,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         add_client_options(commands.choices[name])
 
 
-def _with_client(args: argparse.Namespace, body: Callable[[Client], Awaitable[int]]) -> int:
+def with_client(args: argparse.Namespace, body: Callable[[Client], Awaitable[int]]) -> int:
     async def run() -> int:
         async with Client(
             args.discovery_address,
@@ -145,7 +151,7 @@ def _submit(args: argparse.Namespace) -> int:
                 as_json=args.json,
             )
 
-        return _with_client(args, batch)
+        return with_client(args, batch)
     if args.task_name is None:
         raise CommandError("give --task-name (one task) or --batch FILE (many)")
     task_args = [_json_or_text(a) for a in args.args]
@@ -154,16 +160,25 @@ def _submit(args: argparse.Namespace) -> int:
         if args.non_blocking:
             print(
                 await client.apply_async(
-                    args.task_name, task_args, args.kwargs, priority=args.priority
+                    args.task_name,
+                    task_args,
+                    args.kwargs,
+                    priority=args.priority,
+                    queue=args.queue,
                 )
             )
             return EXIT_OK
         result = await client.submit_task(
-            args.task_name, task_args, args.kwargs, priority=args.priority, timeout=args.timeout
+            args.task_name,
+            task_args,
+            args.kwargs,
+            priority=args.priority,
+            timeout=args.timeout,
+            queue=args.queue,
         )
         return _print_result(result, args.json)
 
-    return _with_client(args, body)
+    return with_client(args, body)
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -174,7 +189,7 @@ def _status(args: argparse.Namespace) -> int:
         print(result.status)
         return EXIT_OK
 
-    return _with_client(args, body)
+    return with_client(args, body)
 
 
 def _result(args: argparse.Namespace) -> int:
@@ -190,7 +205,7 @@ def _result(args: argparse.Namespace) -> int:
             )
         return _print_result(result, args.json)
 
-    return _with_client(args, body)
+    return with_client(args, body)
 
 
 def _cancel(args: argparse.Namespace) -> int:
@@ -202,16 +217,16 @@ def _cancel(args: argparse.Namespace) -> int:
             print(f"not cancelled: task is already {current.status if current else 'final'}")
         return EXIT_OK
 
-    return _with_client(args, body)
+    return with_client(args, body)
 
 
 def _workers(args: argparse.Namespace) -> int:
     async def body(client: Client) -> int:
         workers = await client.list_workers()
         if args.json:
-            _print_json(workers)
+            print_json(workers)
         else:
-            _print_table(
+            print_table(
                 ["WORKER", "STATE", "IN FLIGHT", "CONCURRENCY", "DONE", "SEEN", "TASKS"],
                 [
                     [
@@ -228,16 +243,16 @@ def _workers(args: argparse.Namespace) -> int:
             )
         return EXIT_OK
 
-    return _with_client(args, body)
+    return with_client(args, body)
 
 
 def _tasks(args: argparse.Namespace) -> int:
     async def body(client: Client) -> int:
         tasks = await client.list_tasks(args.status, args.limit)
         if args.json:
-            _print_json(tasks)
+            print_json(tasks)
         else:
-            _print_table(
+            print_table(
                 ["TASK", "NAME", "STATUS", "PRIORITY", "ATTEMPTS", "WORKER"],
                 [
                     [t.task_id, t.name, t.status, t.priority, t.attempts, t.worker_id or "-"]
@@ -252,16 +267,16 @@ def _tasks(args: argparse.Namespace) -> int:
             )
         return EXIT_OK
 
-    return _with_client(args, body)
+    return with_client(args, body)
 
 
 def _schedules(args: argparse.Namespace) -> int:
     async def body(client: Client) -> int:
         schedules = await client.list_schedules()
         if args.json:
-            _print_json(schedules)
+            print_json(schedules)
         else:
-            _print_table(
+            print_table(
                 ["TASK", "SCHEDULE", "NEXT RUN", "LAST RUN", "RUNS", "SKIPPED", "RUNNING"],
                 [
                     [
@@ -278,7 +293,7 @@ def _schedules(args: argparse.Namespace) -> int:
             )
         return EXIT_OK
 
-    return _with_client(args, body)
+    return with_client(args, body)
 
 
 def _when(timestamp: float | None) -> str:
@@ -292,7 +307,7 @@ def _when(timestamp: float | None) -> str:
 
 def _print_result(result: TaskResult, as_json: bool) -> int:
     if as_json:
-        _print_json(result)
+        print_json(result)
     elif result.status == TaskState.SUCCESS:
         print(json.dumps(result.result))
     if result.status == TaskState.SUCCESS:
@@ -307,11 +322,11 @@ def _print_result(result: TaskResult, as_json: bool) -> int:
     return EXIT_TASK_FAILED
 
 
-def _print_json(value: Any) -> None:
+def print_json(value: Any) -> None:
     print(msgspec.json.encode(value).decode())
 
 
-def _print_table(header: list[str], rows: list[list[Any]]) -> None:
+def print_table(header: list[str], rows: list[list[Any]]) -> None:
     cells = [header, *[[str(c) for c in row] for row in rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     for row in cells:
@@ -337,4 +352,4 @@ def _json_object(text: str) -> dict[str, Any]:
     return value
 
 
-__all__ = ["EXIT_USAGE", "add_commands"]
+__all__ = ["EXIT_USAGE", "add_commands", "print_json", "print_table", "with_client"]
