@@ -303,6 +303,8 @@ async def test_the_exposition_names_series_by_convention_and_never_labels_a_task
     }
     assert {name for name, kind in types.items() if kind == "gauge"} == {
         "fastworker_queue_depth",
+        "fastworker_queue_oldest_age_seconds",
+        "fastworker_limit_waiting",
         "fastworker_tasks_scheduled",
         "fastworker_tasks_in_flight",
         "fastworker_subworkers_connected",

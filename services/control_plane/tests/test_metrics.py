@@ -235,7 +235,7 @@ def test_label_sets_are_bounded_names_never_task_ids(engine: Engine) -> None:
 
     families = scrape_engine(engine)
 
-    allowed = {"task_name", "priority", "state", "version", "le"}
+    allowed = {"task_name", "priority", "queue", "state", "version", "le"}
     label_names = {k for f in families.values() for s in f.samples for k in s.labels}
     assert label_names <= allowed
     label_values = {v for f in families.values() for s in f.samples for v in s.labels.values()}
@@ -253,17 +253,17 @@ def test_queue_depth_is_a_gauge_for_every_priority(engine: Engine) -> None:
 
     assert family.type == "gauge"
     assert values(family) == {
-        (("priority", "critical"),): 3.0,
-        (("priority", "high"),): 1.0,
-        (("priority", "normal"),): 1.0,
-        (("priority", "low"),): 0.0,
+        (("priority", "critical"), ("queue", "default")): 3.0,
+        (("priority", "high"), ("queue", "default")): 1.0,
+        (("priority", "normal"), ("queue", "default")): 1.0,
+        (("priority", "low"), ("queue", "default")): 0.0,
     }
 
 
 def test_an_empty_board_reports_zero_depth_for_every_priority(engine: Engine) -> None:
     family = scrape_engine(engine)["fastworker_queue_depth"]
 
-    assert values(family) == {(("priority", str(p)),): 0.0 for p in Priority}
+    assert values(family) == {(("priority", str(p)), ("queue", "default")): 0.0 for p in Priority}
 
 
 def test_scheduled_counts_delayed_and_retrying_tasks(engine: Engine) -> None:
@@ -277,7 +277,8 @@ def test_scheduled_counts_delayed_and_retrying_tasks(engine: Engine) -> None:
     families = scrape_engine(engine)
 
     assert values(families["fastworker_tasks_scheduled"]) == {(): 2.0}
-    assert values(families["fastworker_queue_depth"])[(("priority", "normal"),)] == 0.0
+    depth = values(families["fastworker_queue_depth"])
+    assert depth[(("priority", "normal"), ("queue", "default"))] == 0.0
 
 
 def test_in_flight_counts_the_tasks_held_by_subworkers(engine: Engine) -> None:

@@ -15,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from fastworker import __version__
+from fastworker_control_plane.core.queue_views import queue_infos, waiting_on_limits
 from fastworker_control_plane.core.stats import Tally
 from fastworker_control_plane.engine import Engine
 from fastworker_protocol import Priority, WorkerState
@@ -83,12 +84,31 @@ class ControlPlaneCollector(Collector):
 
     def _live_state(self) -> Iterator[Metric]:
         board = self._engine.board
+        now = self._engine.clock()
         depth = GaugeMetricFamily(
-            "fastworker_queue_depth", "Tasks waiting in each priority queue", labels=["priority"]
+            "fastworker_queue_depth",
+            "Tasks queued in each named queue, by priority (those waiting on a limit included)",
+            labels=["queue", "priority"],
         )
-        for priority in Priority.by_rank():
-            depth.add_metric([str(priority)], board.queues.depth(priority))
+        oldest = GaugeMetricFamily(
+            "fastworker_queue_oldest_age_seconds",
+            "How long the longest-waiting task queued in each named queue has waited",
+            labels=["queue"],
+        )
+        for info in queue_infos(board, now, with_default=True):
+            for priority in Priority.by_rank():
+                depth.add_metric([info.name, str(priority)], info.depth[str(priority)])
+            oldest.add_metric([info.name], info.oldest_age or 0.0)
         yield depth
+        yield oldest
+        waiting = GaugeMetricFamily(
+            "fastworker_limit_waiting",
+            "Queued tasks a rate or concurrency limit holds back now",
+            labels=["queue", "task_name"],
+        )
+        for (queue, name), n in sorted(waiting_on_limits(board, now).items()):
+            waiting.add_metric([queue, name], n)
+        yield waiting
         yield GaugeMetricFamily(
             "fastworker_tasks_scheduled",
             "Tasks waiting for their ETA or retry backoff",

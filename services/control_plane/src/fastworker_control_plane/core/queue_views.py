@@ -11,7 +11,7 @@ from collections import Counter
 
 from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.limits import Scope
-from fastworker_protocol import LimitInfo, Priority, QueueInfo, TaskState
+from fastworker_protocol import DEFAULT_QUEUE, LimitInfo, Priority, QueueInfo, TaskState
 
 
 def waiting_on_limits(board: TaskBoard, now: float) -> Counter[tuple[str, str]]:
@@ -31,7 +31,8 @@ def waiting_on_limits(board: TaskBoard, now: float) -> Counter[tuple[str, str]]:
     return waiting
 
 
-def queue_infos(board: TaskBoard, now: float) -> list[QueueInfo]:
+def queue_infos(board: TaskBoard, now: float, *, with_default: bool = False) -> list[QueueInfo]:
+    """Every queue the board knows (``with_default``: the default queue even when not)."""
     waiting = waiting_on_limits(board, now)
     running: Counter[str] = Counter()
     for slot in board.workers:
@@ -40,7 +41,10 @@ def queue_infos(board: TaskBoard, now: float) -> list[QueueInfo]:
             if record is not None and record.state in (TaskState.ASSIGNED, TaskState.RUNNING):
                 running[record.queue] += 1
     infos = []
-    for queue in board.queue_names():
+    names = board.queue_names()
+    if with_default and DEFAULT_QUEUE not in names:
+        names.insert(0, DEFAULT_QUEUE)
+    for queue in names:
         limit = board.limits.get(Scope.QUEUE, queue)
         infos.append(
             QueueInfo(

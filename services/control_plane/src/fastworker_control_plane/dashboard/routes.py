@@ -1,5 +1,6 @@
 """The dashboard's HTTP routes: the page and its assets, the JSON API and the event
-stream (docs/http-api.md). Handlers only parse the request and encode ``views``."""
+stream (docs/http-api.md). Handlers only parse the request (``actions`` checks the action
+requests) and encode ``views``."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from fastworker_control_plane.dashboard import views
+from fastworker_control_plane.core.rejected import Rejected
+from fastworker_control_plane.dashboard import actions, views
 from fastworker_control_plane.engine import Engine
-from fastworker_protocol import TaskState
+from fastworker_protocol import ErrorCode, TaskState
 
 STATIC = Path(__file__).parent / "static"
 FLUSH_INTERVAL = 0.2  # seconds between batches of task events on the stream
@@ -44,6 +46,10 @@ class DashboardRoutes:
             web.get("/api/registered", self.registered),
             web.get("/api/schedules", self.schedules),
             web.get("/api/throughput", self.throughput),
+            web.get("/api/queues", self.queues),
+            web.post("/api/queues/{name}/{action:pause|resume|purge}", self.queue_action),
+            web.get("/api/limits", self.limits),
+            web.post("/api/limits/{scope}/{name}", self.set_limit),
             web.get("/api/events", self.events),
         ]
 
@@ -94,6 +100,40 @@ class DashboardRoutes:
             )
         )
 
+    async def queues(self, request: web.Request) -> web.Response:
+        return _reply(views.queues(self.engine, self.now))
+
+    async def limits(self, request: web.Request) -> web.Response:
+        return _reply(views.limits(self.engine, self.now))
+
+    async def queue_action(self, request: web.Request) -> web.Response:
+        try:
+            actions.check_origin(request.headers, request.host)
+            queue = actions.queue_name(request.match_info["name"])
+            purged = 0
+            if request.match_info["action"] == "purge":
+                purged = self.engine.purge_queue(queue)
+            else:
+                self.engine.pause_queue(queue, request.match_info["action"] == "pause")
+            await self.engine.durable()
+        except (actions.BadAction, actions.ForbiddenAction, Rejected) as exc:
+            return _refused(exc)
+        return _reply(views.queue_acted(self.engine, queue, purged))
+
+    async def set_limit(self, request: web.Request) -> web.Response:
+        try:
+            actions.check_origin(request.headers, request.host)
+            change = actions.limit_change(
+                request.match_info["scope"], request.match_info["name"], await request.read()
+            )
+            self.engine.set_limit(
+                change.scope, change.name, change.rate, change.concurrency, reset=change.reset
+            )
+            await self.engine.durable()
+        except (actions.BadAction, actions.ForbiddenAction, Rejected) as exc:
+            return _refused(exc)
+        return _reply(views.limits(self.engine, self.now))
+
     async def events(self, request: web.Request) -> web.StreamResponse:
         """Task transitions in batches, and a snapshot every second, until the client
         goes away or the server stops."""
@@ -116,6 +156,7 @@ class DashboardRoutes:
                     chunk += _sse("tasks", [views.event(e) for e in batch])
                 if tick % SNAPSHOT_EVERY == 0:
                     chunk += _sse("snapshot", views.snapshot(self.engine, self.me, self.now))
+                    chunk += _sse("queues", views.queue_state(self.engine, self.now))
                 if chunk:
                     await response.write(chunk)
                 tick += 1
@@ -140,6 +181,18 @@ def _answer(build: Callable[[], Any]) -> web.Response:
         return _reply(build())
     except BadRequest as exc:
         return _reply({"error": "bad_request", "message": str(exc)}, 400)
+
+
+# How a refused action is answered: a wire error code keeps its meaning over HTTP.
+_STATUS = {ErrorCode.INVALID_MESSAGE: 400, ErrorCode.SHUTTING_DOWN: 503, ErrorCode.INTERNAL: 500}
+
+
+def _refused(exc: actions.BadAction | actions.ForbiddenAction | Rejected) -> web.Response:
+    if isinstance(exc, actions.ForbiddenAction):
+        return _reply({"error": "forbidden", "message": str(exc)}, 403)
+    if isinstance(exc, actions.BadAction):
+        return _reply({"error": str(ErrorCode.INVALID_MESSAGE), "message": str(exc)}, 400)
+    return _reply({"error": str(exc.code), "message": exc.message}, _STATUS.get(exc.code, 400))
 
 
 def _int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:

@@ -10,6 +10,7 @@ import msgspec
 
 from fastworker import __version__
 from fastworker.tracing import trace_id_of
+from fastworker_control_plane.core.queue_views import limit_infos, queue_infos
 from fastworker_control_plane.core.records import TaskRecord
 from fastworker_control_plane.engine import Engine
 from fastworker_control_plane.events import Event
@@ -105,6 +106,27 @@ def throughput(engine: Engine, now: float, window: int) -> dict[str, Any]:
         "interval": 1.0,
         "points": [{"t": t, "succeeded": ok, "failed": failed} for t, ok, failed in points],
     }
+
+
+def queues(engine: Engine, now: float) -> list[dict[str, Any]]:
+    """The named queues: depth per priority, oldest age, running, workers, paused, limits."""
+    return [msgspec.structs.asdict(q) for q in queue_infos(engine.board, now)]
+
+
+def limits(engine: Engine, now: float) -> list[dict[str, Any]]:
+    """The rate and concurrency limits in effect, on queues and on task names."""
+    return [msgspec.structs.asdict(limit) for limit in limit_infos(engine.board, now)]
+
+
+def queue_acted(engine: Engine, queue: str, purged: int = 0) -> dict[str, Any]:
+    """A queue after a pause, resume or purge (as the wire's ``queue_acted``)."""
+    return {"queue": queue, "paused": queue in engine.board.queues.paused, "purged": purged}
+
+
+def queue_state(engine: Engine, now: float) -> dict[str, Any]:
+    """The stream's ``queues`` event: the queues and the limits, sent with every snapshot
+    so that pauses and limit changes show at once wherever they were made."""
+    return {"queues": queues(engine, now), "limits": limits(engine, now)}
 
 
 def event(e: Event) -> dict[str, Any]:

@@ -85,6 +85,7 @@
   const LIST_REFRESH_MS = 1000;
   const CATALOG_REFRESH_MS = 10000;
   const STALE_HEARTBEAT_S = 10;
+  const ACTION_HEADER = 'X-FastWorker-Action'; // the server refuses actions without it (CSRF)
   const ERROR_PREVIEW_CHARS = 140;
   const MAX_FLASHING_ROWS = 5; // more new rows than this in one frame: no highlight
   const SVG_NS = 'http://www.w3.org/2000/svg';
@@ -283,6 +284,27 @@
     return body;
   }
 
+  /** POST an action (pause, resume, purge, limits): same-origin, with the action header. */
+  async function postAction(url, payload) {
+    const headers = { Accept: 'application/json', [ACTION_HEADER]: '1' };
+    if (payload !== undefined) headers['Content-Type'] = 'application/json';
+    const response = await fetch(url, {
+      method: 'POST',
+      headers,
+      credentials: 'same-origin',
+      cache: 'no-store',
+      body: payload === undefined ? undefined : JSON.stringify(payload),
+    });
+    let body = null;
+    try {
+      body = await response.json();
+    } catch {
+      body = null;
+    }
+    if (!response.ok) throw new HttpError(response.status, body);
+    return body;
+  }
+
   function warn(what, err) {
     if (window.console) console.warn(`[fastworker] ${what}:`, err);
   }
@@ -294,6 +316,7 @@
   const dirty = {
     overview: false,
     workers: false,
+    queues: false,
     chart: false,
     tasks: false,
     registered: false,
@@ -312,6 +335,7 @@
     const steps = [
       ['overview', renderOverview],
       ['workers', renderWorkers],
+      ['queues', renderQueues],
       ['chart', renderChart],
       ['tasks', renderTasks],
       ['registered', renderRegistered],
@@ -389,6 +413,7 @@
     });
     es.addEventListener('tasks', onTasksEvent);
     es.addEventListener('snapshot', onSnapshotEvent);
+    es.addEventListener('queues', onQueuesEvent);
   }
 
   function parseEventData(event) {
@@ -623,6 +648,110 @@
     const count = reconcileRows(
       table.tBodies[0], workerRows, workers, (w) => w.worker_id, createWorkerRow, updateWorkerRow);
     toggleEmpty('workers-empty', count === 0);
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Named queues: depth, limits, pause / resume
+  // ---------------------------------------------------------------------------------------
+
+  let namedQueues = null;
+  const queueRows = new Map();
+  const queueActionsPending = new Set(); // queue names with a pause/resume request in flight
+
+  async function loadQueues() {
+    try {
+      const list = await getJSON('/api/queues');
+      if (!Array.isArray(list)) return;
+      namedQueues = list;
+      markDirty('queues');
+    } catch (err) {
+      warn('loading /api/queues failed', err);
+    }
+  }
+
+  function onQueuesEvent(event) {
+    const state = parseEventData(event);
+    if (!state || !Array.isArray(state.queues)) return;
+    namedQueues = state.queues;
+    markDirty('queues');
+  }
+
+  function fmtLimits(q) {
+    const parts = [];
+    if (q.rate_limit) parts.push(q.rate_limit);
+    if (isNum(q.concurrency_limit)) parts.push(`${q.concurrency_limit} at once`);
+    return parts.length ? parts.join(' · ') : 'none';
+  }
+
+  function createQueueRow(queue, key) {
+    const row = rowWithCells(12, ['mono', 'num', 'num', 'num', 'num', '', 'num', 'num', '', 'num', '', 'actions']);
+    row.dataset.queue = key;
+    row.actionButton = row.cells_[11].appendChild(
+      el('button', { type: 'button', class: 'button button-small queue-action' }));
+    return row;
+  }
+
+  function updateQueueRow(row, q) {
+    const cells = row.cells_;
+    setText(cells[0], q.name);
+    const depth = q.depth || {};
+    PRIORITIES.forEach((priority, i) => {
+      const cell = cells[1 + i];
+      setText(cell, fmtCount(depth[priority]));
+      cell.classList.toggle('plain-muted', !depth[priority]);
+    });
+    setText(cells[5], isNum(q.oldest_age) ? fmtSpan(q.oldest_age) : '–');
+    setText(cells[6], fmtCount(q.running));
+    setText(cells[7], fmtCount(q.workers));
+    cells[7].classList.toggle('is-warn', q.workers === 0 && Object.values(depth).some((n) => n > 0));
+    setAttr(cells[7], 'title', q.workers === 0 ? 'No worker serves this queue' : '');
+    setText(cells[8], fmtLimits(q));
+    setText(cells[9], fmtCount(q.waiting_on_limits));
+    cells[9].classList.toggle('is-warn', isNum(q.waiting_on_limits) && q.waiting_on_limits > 0);
+    const paused = Boolean(q.paused);
+    row.dataset.paused = String(paused);
+    if (paused) setBadge(cells[10], 'paused', 'badge qstate qstate-paused');
+    else setBadge(cells[10], 'active', 'badge qstate qstate-active');
+    const button = row.actionButton;
+    const action = paused ? 'resume' : 'pause';
+    button.dataset.action = action;
+    setText(button, paused ? 'Resume' : 'Pause');
+    setAttr(button, 'aria-label', `${paused ? 'Resume' : 'Pause'} queue ${q.name}`);
+    button.disabled = queueActionsPending.has(q.name);
+  }
+
+  function renderQueues() {
+    const table = $('queues-table');
+    if (!table || !namedQueues) return;
+    const ordered = namedQueues.slice().sort((a, b) => String(a.name).localeCompare(String(b.name)));
+    const count = reconcileRows(table.tBodies[0], queueRows, ordered, (q) => q.name,
+      createQueueRow, updateQueueRow);
+    toggleEmpty('queues-empty', count === 0);
+  }
+
+  async function onQueueTableClick(event) {
+    const button = event.target.closest('button.queue-action');
+    if (!button || button.disabled) return;
+    const row = button.closest('tr[data-queue]');
+    if (!row) return;
+    const name = row.dataset.queue;
+    const action = button.dataset.action;
+    queueActionsPending.add(name);
+    button.disabled = true;
+    setText($('queues-message'), '');
+    try {
+      const acted = await postAction(`/api/queues/${encodeURIComponent(name)}/${action}`);
+      const known = namedQueues && namedQueues.find((q) => q.name === name);
+      if (known && acted && typeof acted.paused === 'boolean') known.paused = acted.paused;
+      setText($('queues-message'), `${name} ${action === 'pause' ? 'paused' : 'resumed'}`);
+    } catch (err) {
+      warn(`${action} ${name} failed`, err);
+      setText($('queues-message'), `${action} ${name} failed: ${err.message}`);
+    } finally {
+      queueActionsPending.delete(name);
+      markDirty('queues');
+    }
+    loadQueues(); // the stream's next snapshot would bring it too, within a second
   }
 
   // ---------------------------------------------------------------------------------------
@@ -1468,6 +1597,7 @@
     return Promise.all([
       loadOverview(),
       loadWorkers(),
+      loadQueues(),
       loadTasks(statusFilter),
       loadThroughput(),
       loadRegistered(),
@@ -1486,6 +1616,7 @@
     $('task-status-filter').value = statusFilter;
     $('task-status-filter').addEventListener('change', onFilterChange);
     $('tasks-table').tBodies[0].addEventListener('click', onTaskTableClick);
+    $('queues-table').tBodies[0].addEventListener('click', onQueueTableClick);
 
     const dialog = $('task-detail');
     $('task-detail-close').addEventListener('click', closeDetail);
