@@ -25,6 +25,7 @@ from fastworker_control_plane.core.records import TaskRecord
 from fastworker_protocol import Rate, TaskSignature
 
 BURST_SECONDS = 0.1  # a bucket holds this much of its rate (at least one token)
+_EPSILON = 1e-9  # so a token due at a time computed in floats is there at that time
 OFF = "off"  # a run-time rate setting that lifts the limit
 _encode_key = msgspec.msgpack.Encoder().encode
 _DEFAULTED = b"\xc1"  # stands for an argument left to its default (never valid msgpack)
@@ -54,7 +55,7 @@ class TokenBucket:
 
     def has_token(self, now: float) -> bool:
         self._refill(now)
-        return self._tokens >= 1.0
+        return self._tokens >= 1.0 - _EPSILON
 
     def take(self, now: float) -> None:
         self._refill(now)
