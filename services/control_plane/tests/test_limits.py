@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from fastworker_control_plane.core.fair_share import FairShare
@@ -16,9 +18,9 @@ def record(task_id: str, name: str = "imp", *args: object, queue: str = "default
     return r
 
 
-def signature(name: str = "imp", **limits: object) -> TaskSignature:
+def signature(name: str = "imp", **limits: Any) -> TaskSignature:
     params = [Param(name=p, kind="POSITIONAL_OR_KEYWORD") for p in ("customer_id", "path")]
-    return TaskSignature(name=name, params=params, **limits)  # type: ignore[arg-type]
+    return TaskSignature(name=name, params=params, **limits)
 
 
 # --- rates and queue lists ---------------------------------------------------------------------
@@ -180,7 +182,7 @@ def test_lifting_a_limit_with_tasks_running_still_counts_them_out() -> None:
         ({"concurrency_key": "path"}, "needs a concurrency_limit"),
     ],
 )
-def test_a_bad_declaration_is_refused(fields: dict[str, object], problem: str) -> None:
+def test_a_bad_declaration_is_refused(fields: dict[str, Any], problem: str) -> None:
     with pytest.raises(ValueError, match=problem):
         Limits().declare([signature(**fields)])
 
