@@ -24,6 +24,8 @@ FULLNAME = f"{RELEASE}-fastworker"
 SERVICE = f"{FULLNAME}-control-plane"
 SERVICE_HOST = f"{SERVICE}.{NAMESPACE}.svc"
 CONTROL_PLANE, SUBWORKER = "control-plane", "subworker"
+# The label that keeps subworker pools apart (subworker.pools); the one pool of old has none.
+POOL_LABEL = "fastworker.io/pool"
 
 # Kinds kubernetes-validate has no schema for (custom resources of KEDA and the
 # prometheus-operator): it can only WARN "Couldn't find schema" about them, so only these
@@ -204,8 +206,94 @@ VALUE_SETS.append(
         ALWAYS | {PVC, NETWORK_POLICY, "subworker-pdb.yaml", "tests/test-submit.yaml"},
     )
 )
+# Two worker pools (subworker.pools): "default" autoscaled on CPU with what it leaves unset
+# taken from subworker.*, "reports" with its own queues (a dotted one among them), image,
+# task modules, resources, scheduling and a KEDA ScaledObject; the PodMonitor and the
+# NetworkPolicies cover both.
+POOLS = ("default", "reports")
+VALUE_SETS.append(
+    ValueSet(
+        "pools",
+        {
+            "subworker": {
+                "pools": {
+                    "default": {
+                        "queues": ["default"],
+                        "autoscaling": {"enabled": True, "minReplicas": 3, "maxReplicas": 7},
+                    },
+                    "reports": {
+                        "queues": ["reports:1", "exports.v2:3"],
+                        "image": {"repository": "acme/reports-worker", "tag": "3.1.0"},
+                        "taskModules": ["fastworker.diagnostics", "acme.reports"],
+                        "concurrency": 2,
+                        "shutdownTimeout": 300,
+                        "resources": {
+                            "requests": {"cpu": "2", "memory": "4Gi"},
+                            "limits": {"memory": "8Gi"},
+                        },
+                        "nodeSelector": {"example.com/pool": "reports"},
+                        "tolerations": [
+                            {
+                                "key": "dedicated",
+                                "operator": "Equal",
+                                "value": "reports",
+                                "effect": "NoSchedule",
+                            }
+                        ],
+                        "affinity": {
+                            "nodeAffinity": {
+                                "requiredDuringSchedulingIgnoredDuringExecution": {
+                                    "nodeSelectorTerms": [
+                                        {
+                                            "matchExpressions": [
+                                                {
+                                                    "key": "example.com/disk",
+                                                    "operator": "In",
+                                                    "values": ["ssd"],
+                                                }
+                                            ]
+                                        }
+                                    ]
+                                }
+                            }
+                        },
+                        "podLabels": {"example.com/tier": "batch"},
+                        "extraEnv": [{"name": "REPORTS_BUCKET", "value": "s3://reports"}],
+                        "keda": {"enabled": True, "minReplicaCount": 0, "maxReplicaCount": 12},
+                    },
+                }
+            },
+            "telemetry": {"podMonitor": {"enabled": True}},
+            "networkPolicy": {"enabled": True},
+        },
+        ALWAYS
+        | {
+            PVC,
+            NETWORK_POLICY,
+            "subworker-hpa.yaml",
+            "subworker-pdb.yaml",
+            "subworker-scaledobject.yaml",
+            "podmonitor.yaml",
+            "tests/test-submit.yaml",
+        },
+    )
+)
 BY_ID = {v.id: v for v in VALUE_SETS}
 IDS = [v.id for v in VALUE_SETS]
+
+
+def views(value_sets: list[ValueSet]) -> dict[str, tuple[str, str | None]]:
+    """What the tests that take one `rendering` run on, by test id: (value set, pool). Each
+    value set, or with subworker.pools each of its pools on its own (Rendering.pool_view)."""
+    found: dict[str, tuple[str, str | None]] = {}
+    for v in value_sets:
+        pools = sorted(v.values.get("subworker", {}).get("pools") or {})
+        found |= {f"{v.id}-{pool}": (v.id, pool) for pool in pools} or {v.id: (v.id, None)}
+    return found
+
+
+VIEWS = views(VALUE_SETS)
+VIEW_IDS = list(VIEWS)
 
 
 def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -222,6 +310,29 @@ def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 def merged(overrides: dict[str, Any]) -> dict[str, Any]:
     """The chart's values.yaml with ``overrides`` merged in (as Helm coalesces them)."""
     return merge(yaml.safe_load((CHART_DIR / "values.yaml").read_text()), overrides)
+
+
+def overlay(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` laid on a copy of ``base`` as the chart does for a pool: maps merge key by
+    key, anything else replaces, ``None`` drops the key."""
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = overlay(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def pool_values(values: dict[str, Any], pool: str) -> dict[str, Any]:
+    """The subworker settings one pool runs with: subworker.* (less the pools), its own
+    laid on top; keda.query is never inherited."""
+    subworker = values["subworker"]
+    base = {k: v for k, v in subworker.items() if k != "pools"}
+    base["keda"] = {**base["keda"], "query": ""}
+    return overlay(base, subworker["pools"][pool] or {})
 
 
 # --- a YAML loader that refuses duplicate keys ----------------------------------------------
@@ -260,6 +371,22 @@ class Rendering:
     manifests: dict[str, str]  # template path (relative to templates/) -> rendered text
     objects: list[tuple[str, dict[str, Any]]]  # (template, object)
     notes: str
+    pool: str | None = None  # a pool_view: only this pool's subworker objects
+
+    def pool_view(self, pool: str) -> Rendering:
+        """This rendering as if ``pool`` were its only subworker pool: the other pools'
+        objects left out, and values["subworker"] the settings the pool runs with."""
+        objects = [(p, o) for p, o in self.objects if labels_of(o).get(POOL_LABEL) in (None, pool)]
+        values = {**self.values, "subworker": pool_values(self.values, pool)}
+        return Rendering(self.value_set, values, self.manifests, objects, self.notes, pool)
+
+    def by_pool(self, kind: str) -> dict[str | None, dict[str, Any]]:
+        """The subworker objects of one kind, by their pool label (None: the one pool of
+        old, without subworker.pools)."""
+        found = [o for o in self.of_kind(kind) if component_of(o) == SUBWORKER]
+        keyed = {labels_of(o).get(POOL_LABEL): o for o in found}
+        assert len(keyed) == len(found), f"two {kind}s of one pool"
+        return keyed
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         return [obj for _, obj in self.objects if obj["kind"] == kind]
@@ -292,6 +419,10 @@ def labels_of(obj: dict[str, Any]) -> dict[str, str]:
     return obj.get("metadata", {}).get("labels") or {}
 
 
+def component_of(obj: dict[str, Any]) -> str | None:
+    return labels_of(obj).get("app.kubernetes.io/component")
+
+
 def matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
     return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
 
@@ -316,6 +447,11 @@ def build(value_set: ValueSet) -> Rendering:
         for obj in load_all(text, loader=yaml.SafeLoader)
     ]
     return Rendering(value_set, merged(value_set.values), manifests, objects, notes)
+
+
+def with_pools(**pools: Any) -> Rendering:
+    """The chart rendered with these subworker pools, the defaults for everything else."""
+    return build(ValueSet("pools-custom", {"subworker": {"pools": pools}}, frozenset()))
 
 
 def nng_scheme(r: Rendering) -> str:

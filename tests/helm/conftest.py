@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from chart_render import IDS, VALUE_SETS, Rendering, build
+from chart_render import VALUE_SETS, VIEW_IDS, VIEWS, Rendering, build
 from fake_cli import install_fake_fastworker
 
 
@@ -16,9 +16,13 @@ def renderings() -> dict[str, Rendering]:
     return {v.id: build(v) for v in VALUE_SETS}
 
 
-@pytest.fixture(scope="module", params=IDS)
+@pytest.fixture(scope="module", params=VIEW_IDS)
 def rendering(request: pytest.FixtureRequest, renderings: dict[str, Rendering]) -> Rendering:
-    return renderings[request.param]
+    """Each value set, or with subworker.pools each of its pools on its own (a pool_view):
+    every test of one subworker holds for every pool."""
+    value_set, pool = VIEWS[request.param]
+    r = renderings[value_set]
+    return r if pool is None else r.pool_view(pool)
 
 
 @pytest.fixture(scope="module")

@@ -21,16 +21,19 @@ from chart_render import (
     CHART_DIR,
     CONTROL_PLANE,
     NAMESPACE,
+    POOL_LABEL,
     RELEASE,
     ROOT,
     SUBWORKER,
     Rendering,
     ValueSet,
     build,
+    labels_of,
     merge,
 )
 
 README = (CHART_DIR / "README.md").read_text()
+COMPONENT = "app.kubernetes.io/component"
 CUSTOM_IMAGE = ROOT / "examples" / "custom-image"
 
 
@@ -52,7 +55,7 @@ def yaml_block(marker: str) -> dict[str, Any]:
 
 
 # The values files the README's commands name, as the README says to save them.
-FILES = {"shop-values.yaml": yaml_block("shop.tasks")}
+FILES = {"shop-values.yaml": yaml_block("shop.tasks"), "pools-values.yaml": yaml_block("pools:")}
 
 
 def set_path(values: dict[str, Any], path: str, value: Any) -> None:
@@ -147,7 +150,7 @@ def test_the_readme_says_how_to_pull_another_tag() -> None:
 def test_every_helm_install_and_upgrade_in_the_readme_renders(index: int) -> None:
     argv = helm_installs()[index]
     r = render_command(argv, f"readme-{index}")
-    assert r.deployment(SUBWORKER)
+    assert [d for d in r.of_kind("Deployment") if labels_of(d)[COMPONENT] == SUBWORKER]
 
 
 # --- the "Your tasks" example --------------------------------------------------------------------
@@ -303,3 +306,33 @@ def test_the_top_level_readmes_kubernetes_section_builds_the_images_its_install_
     r = render_command(install, "top-readme-install")
     assert images(r) == builds == pushes
     assert all(tag.endswith(f":{APP_VERSION}") for tag in builds)
+
+
+# --- the "Worker pools" example ------------------------------------------------------------------
+
+
+def test_the_pools_example_renders_a_deployment_per_pool_and_the_query_the_readme_quotes() -> None:
+    [argv] = [c for c in helm_installs() if "pools-values.yaml" in c]
+    r = render_command(argv, "readme-pools")
+    deployments = {
+        labels_of(d)[POOL_LABEL]: d
+        for d in r.of_kind("Deployment")
+        if labels_of(d)[COMPONENT] == SUBWORKER
+    }
+    assert set(deployments) == {"default", "reports"}
+    names = {d["metadata"]["name"] for d in deployments.values()}
+    assert names == {f"{RELEASE}-fastworker-subworker-{pool}" for pool in deployments}
+    # Each `kubectl scale` of the README names a Deployment the chart renders.
+    scaled = {c[3] for c in commands() if c[:3] == ["kubectl", "scale", "deployment"]}
+    assert scaled <= {f"{RELEASE}-fastworker-subworker", *names}
+    assert scaled & names
+
+    [container] = deployments["reports"]["spec"]["template"]["spec"]["containers"]
+    assert "--queues=reports:1,exports.v2:3" in container["args"]
+    assert container["image"] == "registry.example.com/fastworker/reports-subworker:2.0.1"
+    env = {e["name"]: e.get("value") for e in container.get("env", [])}
+    assert env["FASTWORKER_TASK_MODULES"] == "fastworker.diagnostics shop.reports"
+    [scaled_object] = r.of_kind("ScaledObject")
+    query = scaled_object["spec"]["triggers"][0]["metadata"]["query"]
+    assert f"`{query}`" in README
+    assert "Warning" not in r.notes  # the default pool serves the default queue

@@ -145,3 +145,90 @@ tls.enabled), mounted read-only at tls.mountPath. */}}
       - {key: ca.crt, path: ca.crt}
     {{- end }}
 {{- end -}}
+
+{{/* Worker pools. A copy of `base` with `over` laid on it key by key, as Helm coalesces
+values: maps merge, anything else (lists included) replaces, null drops the key. Include with
+(dict "base" $copy "over" $map): it changes `base` in place and renders nothing. */}}
+{{- define "fastworker.overlay" -}}
+{{- range $key, $value := .over }}
+{{- $current := get $.base $key }}
+{{- if and (kindIs "map" $value) (kindIs "map" $current) }}
+{{- $merged := deepCopy $current }}
+{{- include "fastworker.overlay" (dict "base" $merged "over" $value) }}
+{{- $_ := set $.base $key $merged }}
+{{- else if kindIs "invalid" $value }}
+{{- $_ := unset $.base $key }}
+{{- else }}
+{{- $_ := set $.base $key $value }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The subworker pools to render: include with $ctx := (dict "root" $), then range over
+$ctx.pools. Without subworker.pools, the one pool of old (name "", the Deployment
+<fullname>-subworker with the selector it always had, so existing installs upgrade in
+place); with it, one per entry, sorted by name, each <fullname>-subworker-<pool> with a
+fastworker.io/pool label in its selector. Each pool's `values` are subworker.* with the
+pool's own settings laid on top, except keda.query, which a pool never inherits (the shared
+one cannot know its queues). Settings no pool can render with fail here, naming the pool. */}}
+{{- define "fastworker.subworker.pools" -}}
+{{- $root := .root }}
+{{- $base := omit $root.Values.subworker "pools" }}
+{{- $fullname := include "fastworker.fullname" $root }}
+{{- $pools := list }}
+{{- if $root.Values.subworker.pools }}
+{{- range $name, $settings := $root.Values.subworker.pools }}
+{{- $values := deepCopy $base }}
+{{- $_ := set $values.keda "query" "" }}
+{{- include "fastworker.overlay" (dict "base" $values "over" ($settings | default dict)) }}
+{{- $object := printf "%s-subworker-%s" $fullname $name }}
+{{- if gt (len $object) 63 }}
+{{- fail (printf "subworker.pools.%s: its objects would be named %s, over 63 characters: shorten the pool's name (or set fullnameOverride)" $name $object) }}
+{{- end }}
+{{- $pools = append $pools (dict "name" $name "path" (printf "subworker.pools.%s" $name) "fullname" $object "values" $values) }}
+{{- end }}
+{{- else }}
+{{- $pools = list (dict "name" "" "path" "subworker" "fullname" (printf "%s-subworker" $fullname) "values" (deepCopy $base)) }}
+{{- end }}
+{{- range $pools }}
+{{- $v := .values }}
+{{- if and $v.autoscaling.enabled $v.keda.enabled }}
+{{- fail (printf "%s.autoscaling.enabled and %s.keda.enabled cannot both be true: choose one scaler (a pool takes what it leaves unset from subworker.*)" .path .path) }}
+{{- end }}
+{{- if and $v.autoscaling.enabled (not (dig "requests" "cpu" "" ($v.resources | default dict))) }}
+{{- fail (printf "%s.autoscaling.enabled needs %s.resources.requests.cpu: the HorizontalPodAutoscaler's CPU target is a percent of the pods' CPU request, and without one it never scales" .path .path) }}
+{{- end }}
+{{- end }}
+{{- $_ := set . "pools" $pools }}
+{{- end -}}
+
+{{/* The labels of one pool's objects, and the selector of its pods: (dict "root" $ "pool" $pool). */}}
+{{- define "fastworker.subworker.labels" -}}
+{{ include "fastworker.labels" .root }}
+app.kubernetes.io/component: subworker
+{{- with .pool.name }}
+fastworker.io/pool: {{ . }}
+{{- end }}
+{{- end -}}
+
+{{- define "fastworker.subworker.selectorLabels" -}}
+{{ include "fastworker.selectorLabels" (dict "root" .root "component" "subworker") }}
+{{- with .pool.name }}
+fastworker.io/pool: {{ . }}
+{{- end }}
+{{- end -}}
+
+{{/* A pool's queues (`name` or `name:weight`) as the --queues argument takes them, and as a
+PromQL regular expression of their names (weights stripped, dots escaped; the other
+characters a queue name may hold are not special). */}}
+{{- define "fastworker.subworker.queues" -}}
+{{- join "," .values.queues -}}
+{{- end -}}
+
+{{- define "fastworker.subworker.queueRegex" -}}
+{{- $names := list }}
+{{- range .values.queues }}
+{{- $names = append $names (first (splitList ":" .) | replace "." "\\.") }}
+{{- end }}
+{{- join "|" $names -}}
+{{- end -}}
