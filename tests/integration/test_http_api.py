@@ -58,6 +58,7 @@ WORKER_KEYS = {
     "last_seen_ago",
     "last_heartbeat",
     "local",
+    "queues",
 }
 
 
@@ -343,6 +344,10 @@ async def test_registered_lists_every_task_name_with_its_parameters_and_policy(
         "repeat_interval",
         "cron",
         "cron_tz",
+        "queue",
+        "rate_limit",
+        "concurrency_limit",
+        "concurrency_key",
     }
     assert by_name["add"]["params"] == [
         {"name": "x", "kind": "POSITIONAL_OR_KEYWORD", "has_default": False},
