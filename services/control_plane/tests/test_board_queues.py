@@ -9,6 +9,7 @@ import pytest
 
 from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.limits import Scope
+from fastworker_control_plane.core.queue_controls import next_limit_due, pause, purge, set_limit
 from fastworker_control_plane.core.queue_views import limit_infos, queue_infos, waiting_on_limits
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.durability.entries import Recorder, Recovered, snapshot
@@ -165,7 +166,7 @@ def test_a_rate_limit_lets_through_a_burst_then_one_task_per_interval() -> None:
 
     assert ids(board.dispatch(["w"], NOW)) == {"w": ["a0", "e"]}
     assert board.dispatch(["w"], NOW + 0.4) == {}
-    assert board.next_limit_due(NOW + 0.4) == pytest.approx(NOW + 0.5)
+    assert next_limit_due(board, NOW + 0.4) == pytest.approx(NOW + 0.5)
     assert ids(board.dispatch(["w"], NOW + 0.5)) == {"w": ["a1"]}
 
 
@@ -173,7 +174,7 @@ def test_a_queue_concurrency_limit_holds_across_workers() -> None:
     board = TaskBoard()
     for w in ("w1", "w2"):
         board.register(w, "h", 4, [REPORT], NOW)
-    board.set_limit(Scope.QUEUE, "reports", None, 3)
+    set_limit(board, Scope.QUEUE, "reports", None, 3)
     board.submit([spec(f"r{i}", "report") for i in range(10)], Priority.NORMAL, NOW)
 
     plan = board.dispatch(["w1", "w2"], NOW)
@@ -188,7 +189,7 @@ def test_raising_a_limit_at_run_time_lets_parked_tasks_go() -> None:
     board.submit([spec("a1", "imp", "a"), spec("a2", "imp", "a")], Priority.NORMAL, NOW)
     board.dispatch(["w0"], NOW)
 
-    board.set_limit(Scope.TASK, "imp", None, 2)
+    set_limit(board, Scope.TASK, "imp", None, 2)
 
     assert ids(board.dispatch(["w0"], NOW)) == {"w0": ["a2"]}
     (limit,) = limit_infos(board, NOW)
@@ -201,7 +202,7 @@ def test_raising_a_limit_at_run_time_lets_parked_tasks_go() -> None:
 
 def test_a_bad_run_time_rate_is_refused() -> None:
     with pytest.raises(Rejected, match="bad rate limit"):
-        TaskBoard().set_limit(Scope.QUEUE, "q", "fast", None)
+        set_limit(TaskBoard(), Scope.QUEUE, "q", "fast", None)
 
 
 def test_a_bad_declared_limit_refuses_the_registration() -> None:
@@ -217,11 +218,11 @@ def test_pausing_a_queue_stops_its_dispatch_only_and_resuming_restarts_it() -> N
     board.register("w", "h", 4, [EMAIL, REPORT], NOW, queues={"reports": 1, "default": 1})
     board.submit([spec("r", "report"), spec("e")], Priority.NORMAL, NOW)
 
-    assert board.pause("reports", True)
+    assert pause(board, "reports", True)
     assert ids(board.dispatch(["w"], NOW)) == {"w": ["e"]}
-    assert board.pause("reports", False)
+    assert pause(board, "reports", False)
     assert ids(board.dispatch(["w"], NOW)) == {"w": ["r"]}
-    assert not board.pause("reports", False)
+    assert not pause(board, "reports", False)
 
 
 def test_purging_cancels_only_the_tasks_queued_in_that_queue() -> None:
@@ -239,7 +240,7 @@ def test_purging_cancels_only_the_tasks_queued_in_that_queue() -> None:
         [TaskSpec(name="email", id="eta", args=[1, 2], eta=NOW + 60)], Priority.NORMAL, NOW
     )
 
-    purged = board.purge("default", NOW)
+    purged = purge(board, "default", NOW)
 
     assert sorted(r.task_id for r in purged) == ["parked", "waiting"]
     assert all(r.status == TaskState.CANCELLED for r in purged)
@@ -257,9 +258,9 @@ def test_pauses_and_run_time_limits_come_back_after_a_restart() -> None:
     board.learn_tasks([EMAIL])
     board.record_changes = True
     recorder = Recorder()
-    board.pause("reports", True)
-    board.set_limit(Scope.QUEUE, "default", "100/s", None)
-    board.set_limit(Scope.TASK, "email", None, 2)
+    pause(board, "reports", True)
+    set_limit(board, Scope.QUEUE, "default", "100/s", None)
+    set_limit(board, Scope.TASK, "email", None, 2)
     entries = recorder.entries(board.take_changes(), board)
 
     for journal in (entries, snapshot(board, NOW)):

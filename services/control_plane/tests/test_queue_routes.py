@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.limits import Scope
+from fastworker_control_plane.core.queue_controls import set_limit
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.dashboard import actions, views
 from fastworker_control_plane.dashboard.routes import DashboardRoutes
@@ -235,7 +236,7 @@ async def test_set_limit_changes_a_limit_and_answers_the_limits_now(
 async def test_a_limit_is_lifted_with_off_and_zero(
     engine: Engine, http: TestClient[Any, Any]
 ) -> None:
-    engine.board.set_limit(Scope.TASK, "add", "5/s", 2)
+    set_limit(engine.board, Scope.TASK, "add", "5/s", 2)
 
     response = await http.post(
         "/api/limits/task/add", json={"rate": "off", "concurrency": 0}, headers={**AUTH, **ACT}

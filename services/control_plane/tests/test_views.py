@@ -9,6 +9,7 @@ import pytest
 from fastworker import __version__
 from fastworker_control_plane.core.board import BoardConfig, TaskBoard
 from fastworker_control_plane.core.limits import Scope
+from fastworker_control_plane.core.queue_controls import pause, set_limit
 from fastworker_control_plane.dashboard import views
 from fastworker_control_plane.engine import Engine
 from fastworker_control_plane.events import Event
@@ -566,8 +567,8 @@ def test_queues_lists_each_named_queue_with_its_depth_per_priority_and_state(
     submit(engine, add("d1"))
     dispatched(engine)
     # When "reports" is paused and limited
-    engine.board.pause("reports", True)
-    engine.board.set_limit(Scope.QUEUE, "reports", "10/s", 2)
+    pause(engine.board, "reports", True)
+    set_limit(engine.board, Scope.QUEUE, "reports", "10/s", 2)
 
     document = views.queues(engine, NOW + 5)
 
@@ -600,9 +601,9 @@ def test_queues_lists_each_named_queue_with_its_depth_per_priority_and_state(
 
 
 def test_limits_lists_the_limits_in_effect_and_leaves_lifted_ones_out(engine: Engine) -> None:
-    engine.board.set_limit(Scope.QUEUE, "reports", "10/s", 2)
-    engine.board.set_limit(Scope.TASK, "add", None, 3)
-    engine.board.set_limit(Scope.QUEUE, "reports", "off", 0)  # lifted again
+    set_limit(engine.board, Scope.QUEUE, "reports", "10/s", 2)
+    set_limit(engine.board, Scope.TASK, "add", None, 3)
+    set_limit(engine.board, Scope.QUEUE, "reports", "off", 0)  # lifted again
 
     document = views.limits(engine, NOW)
 
@@ -624,7 +625,7 @@ def test_limits_lists_the_limits_in_effect_and_leaves_lifted_ones_out(engine: En
 def test_a_queue_acted_on_says_whether_it_is_paused_and_how_many_tasks_were_purged(
     engine: Engine,
 ) -> None:
-    engine.board.pause("reports", True)
+    pause(engine.board, "reports", True)
 
     assert views.queue_acted(engine, "reports", 3) == {
         "queue": "reports",
@@ -640,7 +641,7 @@ def test_a_queue_acted_on_says_whether_it_is_paused_and_how_many_tasks_were_purg
 
 def test_the_streams_queue_state_is_the_queues_and_the_limits(engine: Engine) -> None:
     submit(engine, to_reports("r1"))
-    engine.board.set_limit(Scope.TASK, "add", "5/m", None)
+    set_limit(engine.board, Scope.TASK, "add", "5/m", None)
 
     document = views.queue_state(engine, NOW + 1)
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import structlog
 
+from fastworker_control_plane.core import queue_controls
 from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.limits import Scope
 from fastworker_control_plane.core.rejected import Rejected
@@ -142,12 +143,12 @@ class Engine:
     # --- queues and limits --------------------------------------------------------------
 
     def pause_queue(self, queue: str, paused: bool) -> None:
-        if self.board.pause(queue, paused):
+        if queue_controls.pause(self.board, queue, paused):
             log.info("queue paused" if paused else "queue resumed", queue=queue)
             self.kick()  # publishes (journals) the change; resumed work goes out
 
     def purge_queue(self, queue: str) -> int:
-        purged = self.board.purge(queue, self.clock())
+        purged = queue_controls.purge(self.board, queue, self.clock())
         log.info("queue purged", queue=queue, cancelled=len(purged))
         self.finished(purged)
         self.kick()
@@ -156,7 +157,7 @@ class Engine:
     def set_limit(
         self, scope: Scope, name: str, rate: str | None, concurrency: int | None, *, reset: bool
     ) -> None:
-        self.board.set_limit(scope, name, rate, concurrency, reset=reset)
+        queue_controls.set_limit(self.board, scope, name, rate, concurrency, reset=reset)
         log.info("limit changed", scope=str(scope), name=name, rate=rate, concurrency=concurrency)
         self.kick()
         self.arm_timer()
@@ -340,7 +341,10 @@ class Engine:
         due = min(
             (
                 d
-                for d in (self.board.schedule.next_due(), self.board.next_limit_due(self.clock()))
+                for d in (
+                    self.board.schedule.next_due(),
+                    queue_controls.next_limit_due(self.board, self.clock()),
+                )
                 if d is not None
             ),
             default=None,

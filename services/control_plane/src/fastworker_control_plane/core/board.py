@@ -13,13 +13,13 @@ from collections.abc import Collection, Iterable, Sequence
 from itertools import islice
 
 from fastworker_control_plane.core.admission import queue_full, refusal
-from fastworker_control_plane.core.arguments import ArgumentChecker
 from fastworker_control_plane.core.board_types import MESSAGE_OVERHEAD, Change, task_size
 from fastworker_control_plane.core.board_types import BoardConfig as BoardConfig  # re-export
+from fastworker_control_plane.core.catalog import Catalog
 from fastworker_control_plane.core.dispatch_policy import RunTimes
 from fastworker_control_plane.core.dispatching import Round, dispatch_round
 from fastworker_control_plane.core.idempotency import IdempotencyKeys
-from fastworker_control_plane.core.limits import Limits, Scope
+from fastworker_control_plane.core.limits import Limits
 from fastworker_control_plane.core.listing import Listing, fit, listed
 from fastworker_control_plane.core.named_queues import NamedQueues
 from fastworker_control_plane.core.periodics import Periodics
@@ -80,12 +80,10 @@ class TaskBoard:
         self.config = config or BoardConfig()
         self.queues = NamedQueues()
         self.limits = Limits()
-        self._queue_of: dict[str, str] = {}  # task name -> the queue its registration names
         self.controls_version = 0  # bumped when a pause or a limit changes (journaled)
         self.schedule = Schedule()
         self._uniform = uniform
-        self._policies: dict[str, RetryPolicy] = {}
-        self._timeouts: dict[str, float] = {}
+        self.catalog = Catalog()
         self._tasks: dict[str, TaskRecord] = {}
         self.schedules = Periodics(self.schedule, self._enqueue_periodic, self._tasks.__contains__)
         self.periodics = self.schedules.active
@@ -99,10 +97,8 @@ class TaskBoard:
             self.config.result_max_size, self.config.result_ttl, self.config.result_max_bytes
         )
         self.stats = TaskStats()
-        self.signatures: dict[str, TaskSignature] = {}
         self.keys = IdempotencyKeys()
         self.live: dict[Priority, int] = dict.fromkeys(Priority, 0)  # not final, per priority
-        self._checkers: dict[str, ArgumentChecker] = {}
         self._run_times = RunTimes()  # which names may wait in prefetch buffers
         self._batches = 0  # the last batch number sent
         self.superseded: list[tuple[str, str]] = []  # see ``take_superseded``
@@ -166,7 +162,7 @@ class TaskBoard:
             index,
             spec,
             size,
-            self._checkers.get(spec.name),
+            self.catalog.checkers.get(spec.name),
             max_bytes=self.config.max_batch_bytes,
             max_message_size=self.config.max_message_size,
         )
@@ -179,9 +175,9 @@ class TaskBoard:
         self.keys.remember(spec.name, spec.idempotency_key, task_id)
         record = TaskRecord.from_spec(spec, priority, now, size)
         record.id = task_id
-        record.queue = spec.queue or self._queue_of.get(record.name, DEFAULT_QUEUE)
+        record.queue = spec.queue or self.catalog.queue(record.name)
         if record.timeout is None:
-            record.timeout = self._timeouts.get(record.name)
+            record.timeout = self.catalog.timeout(record.name)
         self._tasks[task_id] = record
         self.live[priority] += 1
         record.line = self.stats.line(record.name, record.priority)
@@ -202,7 +198,7 @@ class TaskBoard:
         if state not in _HELD:
             freed = self.limits.release(record.id)
             if freed is not None:  # a task parked on this key may go now
-                self.queues.unpark(record.name, freed, self._is_queued)
+                self.queues.unpark(record.name, freed, self.is_queued)
         if self.record_changes:
             self.changes.append(
                 Change(state, record.id, record.name, record.worker_id, record.attempts, record)
@@ -238,29 +234,17 @@ class TaskBoard:
 
     def learn_schedules(self, signatures: Iterable[TaskSignature], now: float) -> None:
         """Start the periodic tasks these registrations declare (once per name)."""
-        self.schedules.learn(signatures, self._checkers, now)
+        self.schedules.learn(signatures, self.catalog.checkers, now)
 
     def list_schedules(self, now: float) -> list[ScheduleInfo]:
         return self.schedules.infos()
 
     def learn_tasks(self, signatures: Iterable[TaskSignature]) -> None:
         """Accept submissions of these tasks even before a subworker that runs them joins."""
-        signatures = list(signatures)
-        try:
-            self._checkers.update({s.name: ArgumentChecker(s) for s in signatures})
-        except (ValueError, TypeError) as exc:
-            raise Rejected(ErrorCode.INVALID_MESSAGE, f"bad task signature: {exc}") from None
-        try:
-            self.limits.declare(signatures)
-        except ValueError as exc:
-            raise Rejected(ErrorCode.INVALID_MESSAGE, f"bad task signature: {exc}") from None
-        self.signatures.update({s.name: s for s in signatures})
-        self._queue_of.update({s.name: s.queue for s in signatures})
-        self._policies.update({s.name: RetryPolicy.of(s) for s in signatures})
-        self._timeouts.update({s.name: s.timeout for s in signatures if s.timeout is not None})
+        self.catalog.learn(signatures, self.limits)
 
     def known_task_names(self) -> list[str]:
-        return sorted(self._checkers)
+        return self.catalog.names()
 
     # --- subworkers ----------------------------------------------------------------------------
 
@@ -344,7 +328,7 @@ class TaskBoard:
         """
         slots = {s.worker_id: s for w in ready if (s := self.workers.get(w)) and s.accepts_work}
         plan_for = Round(
-            self.queues, self._tasks, self._is_queued, self._run_times.quick, self.limits, now
+            self.queues, self._tasks, self.is_queued, self._run_times.quick, self.limits, now
         )
         return dispatch_round(plan_for, slots, self.config.max_batch_bytes, self._assign)
 
@@ -376,7 +360,7 @@ class TaskBoard:
                 record.attempts -= 1  # the attempt never began
                 self._requeue(record, now)
 
-    def _is_queued(self, task_id: str) -> bool:
+    def is_queued(self, task_id: str) -> bool:
         record = self._tasks.get(task_id)
         return record is not None and record.state == TaskState.QUEUED
 
@@ -421,7 +405,7 @@ class TaskBoard:
             record.result = outcome.result
             return self._finish(record, TaskEvent.SUCCEED, now)
         error = outcome.error or TaskError(type="Error", message="unknown failure")
-        policy = self._policies.get(record.name, RetryPolicy())
+        policy = self.catalog.policy(record.name)
         if policy.retries(error, record.retries, record.max_retries, outcome.retryable):
             self._retry(record, error, policy, now)
             return None
@@ -528,63 +512,6 @@ class TaskBoard:
         if not self.config.result_keep_arguments:
             record.drop_arguments()
         self.results.put(record.id, record, finished_at, record.encoded_size())
-
-    # --- queues and limits ------------------------------------------------------------------
-
-    def queue_names(self) -> list[str]:
-        """Every queue known: holding tasks, named by a registration, served by a worker,
-        paused or limited."""
-        names = set(self.queues.names()) | set(self._queue_of.values()) | self.queues.paused
-        names.update(q for slot in self.workers for q in slot.queues)
-        names.update(name for (scope, name) in self.limits.settings if scope == Scope.QUEUE)
-        return sorted(names)
-
-    def pause(self, queue: str, paused: bool) -> bool:
-        """Stop (or restart) dispatch from ``queue``; returns whether that changed it."""
-        if (queue in self.queues.paused) == paused:
-            return False
-        if paused:
-            self.queues.paused.add(queue)
-        else:
-            self.queues.paused.discard(queue)
-        self.controls_version += 1
-        return True
-
-    def purge(self, queue: str, now: float) -> list[TaskResult]:
-        """Cancel every task queued in ``queue`` (parked ones included; not running,
-        delayed or retrying ones)."""
-        line = self.queues.line(queue)
-        ids = [] if line is None else line.ids()
-        ids += [record.id for record in self.queues.parked(queue)]
-        cancelled = []
-        for task_id in ids:
-            record = self._tasks.get(task_id)
-            if record is not None and record.state == TaskState.QUEUED:
-                self.queues.discard(record)
-                cancelled.append(self._finish(record, TaskEvent.CANCEL, now))
-        return cancelled
-
-    def set_limit(
-        self,
-        scope: Scope,
-        name: str,
-        rate: str | None,
-        concurrency: int | None,
-        *,
-        reset: bool = False,
-    ) -> None:
-        """Change a queue's or a task name's limits at run time (``Limits.change``)."""
-        try:
-            self.limits.change(scope, name, rate, concurrency, reset=reset)
-        except ValueError as exc:
-            raise Rejected(ErrorCode.INVALID_MESSAGE, str(exc)) from None
-        self.controls_version += 1
-        if scope == Scope.TASK:  # a raised limit may let parked tasks go
-            self.queues.unpark(name, None, self._is_queued)
-
-    def next_limit_due(self, now: float) -> float | None:
-        """When a spent rate limit next lets a queued task go (``None``: none waits)."""
-        return self.limits.next_token_at(now) if len(self.queues) else None
 
     # --- recovery, queries and cancel ---------------------------------------------------------
 

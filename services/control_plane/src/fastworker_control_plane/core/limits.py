@@ -115,6 +115,12 @@ class Limits:
 
     # --- what is in effect ---------------------------------------------------------------
 
+    @staticmethod
+    def check(signatures: Iterable[TaskSignature]) -> None:
+        """Raise ``ValueError`` for a bad declared limit (before ``declare``)."""
+        for signature in signatures:
+            _declared(signature)
+
     def declare(self, signatures: Iterable[TaskSignature]) -> None:
         """Take the limits ``@task`` declares; raises ``ValueError`` for a bad one."""
         for signature in signatures:

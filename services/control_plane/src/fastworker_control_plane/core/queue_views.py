@@ -11,6 +11,7 @@ from collections import Counter
 
 from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.limits import Scope
+from fastworker_control_plane.core.queue_controls import queue_names
 from fastworker_protocol import DEFAULT_QUEUE, LimitInfo, Priority, QueueInfo, TaskState
 
 
@@ -41,7 +42,7 @@ def queue_infos(board: TaskBoard, now: float, *, with_default: bool = False) -> 
             if record is not None and record.state in (TaskState.ASSIGNED, TaskState.RUNNING):
                 running[record.queue] += 1
     infos = []
-    names = board.queue_names()
+    names = queue_names(board)
     if with_default and DEFAULT_QUEUE not in names:
         names.insert(0, DEFAULT_QUEUE)
     for queue in names:

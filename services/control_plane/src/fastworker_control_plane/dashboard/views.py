@@ -92,7 +92,7 @@ def task_detail(record: TaskRecord) -> dict[str, Any]:
 
 
 def registered(engine: Engine) -> list[Any]:
-    signatures = engine.board.signatures
+    signatures = engine.board.catalog.signatures
     return [msgspec.to_builtins(signatures[name]) for name in sorted(signatures)]
 
 
