@@ -33,3 +33,12 @@ def busy(seconds: float) -> float:
 @task
 def fail(message: str = "boom") -> None:
     raise ValueError(message)
+
+
+@task(queue="reports")
+async def build_report(rows: int) -> int:
+    """A task of the "reports" queue: only subworkers serving that queue run it (in the
+    compose cluster, the `subworker-reports` pool; a subworker without --queues serves
+    every queue its tasks name)."""
+    await asyncio.sleep(0.1)
+    return rows

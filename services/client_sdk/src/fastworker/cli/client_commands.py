@@ -227,7 +227,7 @@ def _workers(args: argparse.Namespace) -> int:
             print_json(workers)
         else:
             print_table(
-                ["WORKER", "STATE", "IN FLIGHT", "CONCURRENCY", "DONE", "SEEN", "TASKS"],
+                ["WORKER", "STATE", "IN FLIGHT", "CONCURRENCY", "DONE", "SEEN", "QUEUES", "TASKS"],
                 [
                     [
                         w.worker_id + (" (local)" if w.local else ""),
@@ -236,6 +236,7 @@ def _workers(args: argparse.Namespace) -> int:
                         w.concurrency,
                         w.completed,
                         f"{w.last_seen_ago:.1f}s ago",
+                        ",".join(f"{q}:{weight}" for q, weight in w.queues.items()),
                         ",".join(w.tasks),
                     ]
                     for w in workers

@@ -51,6 +51,7 @@ from fastworker.errors import (
     UnknownTask,
 )
 from fastworker_protocol import DEFAULT_DISCOVERY_ADDRESS, Priority, TaskResult
+from fastworker_protocol.queues import QUEUE_PATTERN
 
 __all__ = ["FastWorker", "SubmitRequest"]
 
@@ -70,6 +71,7 @@ class SubmitRequest(BaseModel):
     priority: Priority | None = None
     countdown: float | None = Field(default=None, ge=0)
     idempotency_key: str | None = None
+    queue: str | None = Field(default=None, pattern=QUEUE_PATTERN)
 
 
 class FastWorker:
@@ -204,6 +206,7 @@ class FastWorker:
                     priority=body.priority,
                     countdown=body.countdown,
                     idempotency_key=body.idempotency_key,
+                    queue=body.queue,
                 )
             return {"task_id": task_id}
 
