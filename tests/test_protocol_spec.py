@@ -78,19 +78,19 @@ def test_the_size_example_is_the_encoding_the_control_plane_measures() -> None:
     submit = Codec().decode(worked_request())
     assert isinstance(submit, Submit)
 
-    # Then they are how the control plane encodes that spec, 92 bytes as the spec says
+    # Then they are how the control plane encodes that spec, 99 bytes as the spec says
     assert msgspec.msgpack.encode(submit.tasks[0]) == shown
-    assert len(shown) == 92
-    assert "has size 92, so it counts 124" in size_text()
+    assert len(shown) == 99
+    assert "has size 99, so it counts 131" in size_text()
 
 
-@pytest.mark.parametrize(("counted", "accepted"), [(124, True), (125, False)])
+@pytest.mark.parametrize(("counted", "accepted"), [(131, True), (132, False)])
 def test_a_task_is_refused_exactly_when_its_size_plus_32_passes_the_limit_less_1024(
     counted: int, accepted: bool
 ) -> None:
     submit = Codec().decode(worked_request())
     assert isinstance(submit, Submit)
-    b = board(max_message_size=1024 + 124 if accepted else 1024 + 123)
+    b = board(max_message_size=1024 + 131 if accepted else 1024 + 130)
 
     if accepted:
         assert b.submit(submit.tasks, Priority.NORMAL, NOW) == ["example-1"]
@@ -98,7 +98,7 @@ def test_a_task_is_refused_exactly_when_its_size_plus_32_passes_the_limit_less_1
         with pytest.raises(Rejected) as refused:
             b.submit(submit.tasks, Priority.NORMAL, NOW)
         assert refused.value.code == ErrorCode.OVERSIZE
-        assert refused.value.message.startswith("task of 124 bytes ")
+        assert refused.value.message.startswith("task of 131 bytes ")
 
 
 def test_the_second_size_example_is_refused_with_the_message_the_spec_quotes() -> None:
@@ -110,9 +110,9 @@ def test_the_second_size_example_is_refused_with_the_message_the_spec_quotes() -
     with pytest.raises(Rejected) as refused:
         board(max_message_size=4096).submit([spec], Priority.NORMAL, NOW)
 
-    assert len(msgspec.msgpack.encode(spec)) == 3585
-    assert "size 69 + 5" in text
-    assert "= 3585" in text
+    assert len(msgspec.msgpack.encode(spec)) == 3592
+    assert "size 75 + 5" in text
+    assert "= 3592" in text
     assert refused.value.message == quoted.group(1)
     assert refused.value.detail == {"index": 0, "task_name": "echo"}
 
@@ -125,8 +125,8 @@ def test_sizes_count_the_shortest_forms_whatever_form_was_sent() -> None:
     encoded = msgspec.msgpack.encode(spec)
 
     assert spec == TaskSpec(name="add", args=[15, 3.0], eta=1000.0)
-    # 69 + "add" 4 + "" 1 + [15, 3.0] 1+1+9 + {} 1 + {} 1 + eta 9 + null 3
-    assert len(encoded) == 69 + 4 + 1 + 11 + 1 + 1 + 9 + 3
+    # 75 + "add" 4 + "" 1 + [15, 3.0] 1+1+9 + {} 1 + {} 1 + eta 9 + null 4
+    assert len(encoded) == 75 + 4 + 1 + 11 + 1 + 1 + 9 + 4
 
 
 def test_a_periodic_run_id_is_the_name_and_its_due_time_with_three_decimals() -> None:
