@@ -15,7 +15,7 @@ concurrency key is at its limit is parked (``NamedQueues.park``), not skipped ov
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fastworker_control_plane.core.dispatch_policy import least_loaded
 from fastworker_control_plane.core.limits import Limits
@@ -36,27 +36,51 @@ class Round:
     quick: set[str]
     limits: Limits
     now: float
+    # Per worker, for the round: the names it offers (until its load crosses a threshold
+    # or a name closes) and the served queues that hold tasks.
+    _offers: dict[str, frozenset[str]] = field(default_factory=dict)
+    _served: dict[str, list[str]] = field(default_factory=dict)
 
-    def next_for(self, slot: WorkerSlot, closed: set[str]) -> TaskRecord | None:
+    def __post_init__(self) -> None:
+        self.limited = bool(self.limits)
+        self.closed = self.limits.closed_names(self.now) if self.limited else set()
+
+    def next_for(self, slot: WorkerSlot) -> TaskRecord | None:
         """The task ``slot`` takes next, popped from its queue; ``None`` if none."""
-        names = slot.offers(self.quick)
+        worker_id = slot.worker_id
+        names = self._offers.get(worker_id)
+        if names is None:
+            names = self._offers[worker_id] = slot.offers(self.quick) - self.closed
         if not names:
             return None
-        if closed and not closed.isdisjoint(names):
-            names = names - closed
-        ready = [
-            queue
-            for queue in slot.served(self.queues.names())
-            if queue not in self.queues.paused and self.limits.queue_open(queue, self.now)
-        ]
-        for queue in slot.share.order(ready):
+        served = self._served.get(worker_id)
+        if served is None:
+            served = self._served[worker_id] = slot.served(self.queues.names())
+        ready = [queue for queue in served if self._open(queue)]
+        for queue in slot.share.order(ready) if len(ready) > 1 else ready:
             while (task_id := self.queues.pop(queue, self.is_queued, names)) is not None:
                 record = self.tasks[task_id]
-                if self.limits.key_open(record):
+                if not self.limited or self.limits.key_open(record):
                     slot.share.served(queue)
                     return record
                 self.queues.park(record, self.limits.key_value(record))
         return None
+
+    def _open(self, queue: str) -> bool:
+        if queue in self.queues.paused:
+            return False
+        return not self.limited or self.limits.queue_open(queue, self.now)
+
+    def taken(self, record: TaskRecord, slot: WorkerSlot) -> None:
+        """``record`` went to ``slot`` (assigned): the limits count it, and what the
+        worker offers may have changed."""
+        if len(slot.in_flight) in (slot.concurrency, slot.capacity):
+            self._offers.pop(slot.worker_id, None)
+        if self.limited:
+            self.limits.acquire(record, self.now)
+            if self.limits.name_closed(record.name, self.now):
+                self.closed.add(record.name)
+                self._offers.clear()
 
 
 def dispatch_round(
@@ -66,10 +90,8 @@ def dispatch_round(
     assign: Assign,
 ) -> dict[str, list[Assignment]]:
     """Hand queued tasks to the ``slots`` (the workers waiting for work); ``assign``
-    records each handoff (and so changes the worker's load and the limits)."""
+    records each handoff (and so changes the worker's load)."""
     waiting = dict(slots)
-    limits, now = plan_for.limits, plan_for.now
-    closed = limits.closed_names(now)
     plan: dict[str, list[Assignment]] = {}
     plan_bytes: dict[str, int] = {}
     while waiting:
@@ -77,7 +99,7 @@ def dispatch_round(
         if chosen is None:
             break
         slot = waiting[chosen]
-        record = plan_for.next_for(slot, closed)
+        record = plan_for.next_for(slot)
         if record is None:
             del waiting[chosen]
             continue
@@ -87,9 +109,7 @@ def dispatch_round(
             del waiting[chosen]
             continue
         plan_bytes[chosen] = batch_bytes
-        limits.acquire(record, now)
         assign(record, slot)
+        plan_for.taken(record, slot)
         plan.setdefault(chosen, []).append(record.assignment())
-        if limits.name_closed(record.name, now):
-            closed.add(record.name)
     return plan

@@ -181,6 +181,10 @@ class Limits:
         concurrency = declared.concurrency if setting.concurrency is None else setting.concurrency
         return (None if rate == OFF else rate), (concurrency or None)
 
+    def __bool__(self) -> bool:
+        """Whether any limit is in effect (or still counts running tasks)."""
+        return bool(self._limits)
+
     def get(self, scope: Scope, name: str) -> Limit | None:
         return self._limits.get((scope, name))
 
