@@ -279,3 +279,8 @@ def test_pauses_and_run_time_limits_come_back_after_a_restart() -> None:
             ("task", "email", None, 2),
         }
     assert recorder.entries([], board) == []  # written once
+
+
+def test_a_limit_on_a_queue_with_a_bad_name_is_refused() -> None:
+    with pytest.raises(Rejected, match="bad queue name"):
+        set_limit(TaskBoard(), Scope.QUEUE, "no spaces", "1/s", None)

@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from fastworker_protocol import parse_queues
+from fastworker_protocol import check_queue, parse_queues
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -82,6 +82,14 @@ def _parse_env(
         return convert(raw)
     except (ValueError, TypeError, argparse.ArgumentTypeError) as exc:
         parser.error(f"{env}={raw!r} is invalid: {exc}")
+
+
+def queue_name(text: str) -> str:
+    """A queue name, or a usage error saying the rule."""
+    try:
+        return check_queue(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def queue_weights(text: str) -> dict[str, int]:

@@ -28,7 +28,7 @@ from fastworker.errors import (
     RequestRejected,
     Timeout,
 )
-from fastworker.options import add_option
+from fastworker.options import add_option, queue_name
 from fastworker_protocol import Priority, TaskResult, TaskState
 
 
@@ -69,6 +69,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     add_option(
         p,
         "--queue",
+        type=queue_name,
         default=None,
         help="the named queue to send it to (default: the one its @task names)",
     )

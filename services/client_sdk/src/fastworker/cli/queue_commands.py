@@ -8,8 +8,8 @@ import sys
 from fastworker.cli.client_commands import print_json, print_table, with_client
 from fastworker.cli.common import EXIT_OK, EXIT_USAGE, CommandError, add_client_options
 from fastworker.client import Client
-from fastworker.options import add_option
-from fastworker_protocol import LimitInfo, Priority, QueueInfo, check_queue
+from fastworker.options import add_option, queue_name
+from fastworker_protocol import LimitInfo, Priority, QueueInfo
 
 _Commands = argparse._SubParsersAction
 _QUEUE_HEADER = [
@@ -33,13 +33,13 @@ def add_commands(commands: _Commands[argparse.ArgumentParser]) -> None:
         ("purge", "cancel every task queued in it (not running, delayed or retrying ones)"),
     ):
         p = actions.add_parser(action, help=text)
-        p.add_argument("name", type=_queue_name, help="the queue")
+        p.add_argument("name", type=queue_name, help="the queue")
         if action == "purge":
             add_option(p, "--yes", switch=True, help="do not ask for confirmation")
         p.set_defaults(run=_queue_action)
         add_client_options(p)
     p = actions.add_parser("limit", help="set the queue's rate or concurrency limit")
-    p.add_argument("name", type=_queue_name, help="the queue")
+    p.add_argument("name", type=queue_name, help="the queue")
     _limit_options(p)
     p.set_defaults(run=_limit, scope="queue")
     add_client_options(p)
@@ -57,18 +57,9 @@ def add_commands(commands: _Commands[argparse.ArgumentParser]) -> None:
 
 
 def _limit_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rate", default=None, help="e.g. 100/s, 20/m or 5/h; off lifts it")
-    p.add_argument(
-        "--concurrency", type=int, default=None, help="tasks running at once; 0 lifts it"
-    )
-    p.add_argument("--reset", action="store_true", help="first go back to what @task declared")
-
-
-def _queue_name(text: str) -> str:
-    try:
-        return check_queue(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    add_option(p, "--rate", default=None, help="e.g. 100/s, 20/m or 5/h; off lifts it")
+    add_option(p, "--concurrency", type=int, default=None, help="tasks running at once; 0 lifts it")
+    add_option(p, "--reset", switch=True, help="first go back to what @task declared")
 
 
 def _queues(args: argparse.Namespace) -> int:

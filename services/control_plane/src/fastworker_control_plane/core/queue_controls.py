@@ -7,7 +7,7 @@ from __future__ import annotations
 from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.limits import Scope
 from fastworker_control_plane.core.rejected import Rejected
-from fastworker_protocol import ErrorCode, TaskResult, TaskState
+from fastworker_protocol import ErrorCode, TaskResult, TaskState, check_queue
 
 
 def queue_names(board: TaskBoard) -> list[str]:
@@ -57,6 +57,8 @@ def set_limit(
 ) -> None:
     """Change a queue's or a task name's limits at run time (``Limits.change``)."""
     try:
+        if scope == Scope.QUEUE:
+            check_queue(name)
         board.limits.change(scope, name, rate, concurrency, reset=reset)
     except ValueError as exc:
         raise Rejected(ErrorCode.INVALID_MESSAGE, str(exc)) from None
