@@ -237,7 +237,7 @@ def submit_resize(app: Path, discovery: str) -> str:
     return run(argv, app, env).strip().splitlines()[-1]
 
 
-async def workers_seen(app: Path, discovery: str, count: int) -> None:
+async def workers_seen(app: Path, discovery: str, count: int, task: str = "resize") -> None:
     env = outside_env(FASTWORKER_DISCOVERY_ADDRESS=discovery)
 
     async def listed() -> bool:
@@ -252,9 +252,9 @@ async def workers_seen(app: Path, discovery: str, count: int) -> None:
             check=False,
         )
         rows = [line for line in done.stdout.decode().splitlines()[1:] if "running" in line]
-        return done.returncode == 0 and len(rows) >= count and "resize" in rows[0]
+        return done.returncode == 0 and len(rows) >= count and task in rows[0]
 
-    await wait_until(listed, READY_TIMEOUT, f"{count} workers running resize")
+    await wait_until(listed, READY_TIMEOUT, f"{count} workers running {task}")
 
 
 async def test_fastworker_dev_runs_mytasks_from_the_application_directory(
@@ -304,3 +304,34 @@ def test_getting_started_documents_the_same_install() -> None:
     lines = [line.strip() for line in page.splitlines()]
     for line in readme:
         assert line.strip() in lines, f"docs/getting-started.md lacks README's {line!r}"
+
+
+async def test_the_queues_and_limits_section_runs_as_written(installed: Installed) -> None:
+    # Given README's shop.py in the application directory
+    text = section("Queues and limits")
+    [shop] = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+    app = installed.app
+    (app / "shop.py").write_text(shop, encoding="utf-8")
+    servers, calls = (commands(block) for block in bash_blocks(text))
+    control_plane, subworker = servers
+    env, discovery = ports()
+    client_env = outside_env(FASTWORKER_DISCOVERY_ADDRESS=discovery)
+    # When its control plane and pool run, and every command of the section is run in order
+    with (
+        started(control_plane, app, outside_env(**env), app.parent / "shop-cp.log") as cp,
+        started(subworker, app, client_env, app.parent / "shop-sw.log") as sw,
+    ):
+        await workers_seen(app, discovery, 2, task="export_orders")
+        printed = [run(argv, app, client_env).strip() for argv in calls]
+        assert sw.interrupt() == 0, sw.output[-4000:]
+        assert cp.interrupt() == 0, cp.output[-4000:]
+    # Then each did what its comment says
+    assert printed[0] == '"report 2026-11 for c-42"'
+    assert printed[1] == '"orders of c-42 as csv"'
+    assert "reports" in printed[2]
+    assert "exports" in printed[2]
+    assert printed[5] == "queue reports paused"
+    limits = {line.split()[1]: line for line in printed[6].splitlines()[1:]}
+    assert "rate 60/m" in limits["build_report"]
+    assert "5 at once" in limits["exports"]
+    assert "1 at once per customer_id" in limits["export_orders"]
