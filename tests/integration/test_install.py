@@ -335,3 +335,33 @@ async def test_the_queues_and_limits_section_runs_as_written(installed: Installe
     assert "rate 60/m" in limits["build_report"]
     assert "5 at once" in limits["exports"]
     assert "1 at once per customer_id" in limits["export_orders"]
+
+
+async def test_the_queues_guide_runs_as_written(installed: Installed) -> None:
+    # Given the guide's shop.py and tasks.jsonl in the application directory
+    guide = (ROOT / "docs" / "guides" / "queues.md").read_text(encoding="utf-8")
+    shop, *programs = re.findall(r"```python[^\n]*\n(.*?)```", guide, flags=re.DOTALL)
+    [jsonl] = re.findall(r'```text title="tasks.jsonl"\n(.*?)```', guide, flags=re.DOTALL)
+    app = installed.app
+    (app / "shop.py").write_text(shop, encoding="utf-8")
+    (app / "tasks.jsonl").write_text(jsonl, encoding="utf-8")
+    blocks = bash_blocks(guide)
+    [servers] = [commands(b) for b in blocks if "control-plane" in b]
+    calls = [argv for b in blocks if "control-plane" not in b for argv in commands(b)]
+    env, discovery = ports()
+    client_env = outside_env(FASTWORKER_DISCOVERY_ADDRESS=discovery)
+    # When its control plane and pools run, and every other command and program of the
+    # guide runs in the order the guide gives them
+    with contextlib.ExitStack() as stack:
+        for index, argv in enumerate(servers):
+            server_env = outside_env(**env) if "control-plane" in argv else client_env
+            log = app.parent / f"guide-server-{index}.log"
+            stack.enter_context(started(argv, app, server_env, log))
+        await workers_seen(app, discovery, len(servers), task="export_orders")
+        # Then every one of them succeeds
+        for argv in calls:
+            run(argv, app, client_env)
+        for index, program in enumerate(programs):
+            path = app / f"guide_program_{index}.py"
+            path.write_text(program, encoding="utf-8")
+            run(["uv", "run", "python", path.name], app, client_env)

@@ -214,3 +214,13 @@ def test_batch_items_may_be_items_tuples_or_mappings() -> None:
 def test_a_batch_mapping_without_a_task_name_is_refused() -> None:
     with pytest.raises(ValueError, match="no task_name"):
         batch_item({"args": (1,)})
+
+
+def test_the_discovery_address_comes_from_the_environment_unless_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FASTWORKER_DISCOVERY_ADDRESS", "tcp://10.0.0.5:6000")
+    assert Client().discovery_address == "tcp://10.0.0.5:6000"
+    assert Client("tcp://10.0.0.6:7000").discovery_address == "tcp://10.0.0.6:7000"
+    monkeypatch.delenv("FASTWORKER_DISCOVERY_ADDRESS")
+    assert Client().discovery_address == "tcp://127.0.0.1:5550"

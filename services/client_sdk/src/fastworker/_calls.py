@@ -29,6 +29,7 @@ from fastworker.errors import (
 )
 from fastworker.tls import TLS
 from fastworker_protocol import (
+    DEFAULT_DISCOVERY_ADDRESS,
     Announce,
     Codec,
     PortMap,
@@ -68,7 +69,7 @@ class Settings:
     @classmethod
     def of(
         cls,
-        discovery_address: str,
+        discovery_address: str | None,
         timeout: float,
         retries: int,
         *,
@@ -85,7 +86,9 @@ class Settings:
         if connect_timeout <= 0:
             raise ValueError("connect_timeout must be positive")
         return cls(
-            discovery_address=discovery_address,
+            discovery_address=discovery_address
+            or os.environ.get("FASTWORKER_DISCOVERY_ADDRESS")
+            or DEFAULT_DISCOVERY_ADDRESS,
             timeout=timeout,
             retries=retries,
             connect_timeout=min(connect_timeout, timeout),

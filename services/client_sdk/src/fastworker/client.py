@@ -40,7 +40,6 @@ from fastworker.errors import ControlPlaneUnavailable, FastWorkerError, Timeout,
 from fastworker.tls import TLS
 from fastworker.tracing import send_spans
 from fastworker_protocol import (
-    DEFAULT_DISCOVERY_ADDRESS,
     DEFAULT_MAX_MESSAGE_SIZE,
     Accepted,
     Announce,
@@ -91,7 +90,7 @@ class Client:
 
     def __init__(
         self,
-        discovery_address: str = DEFAULT_DISCOVERY_ADDRESS,
+        discovery_address: str | None = None,
         timeout: float = 30.0,
         retries: int = 3,
         *,
@@ -101,8 +100,10 @@ class Client:
         tls: TLS | None = None,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     ) -> None:
-        """``auth_token`` is the control plane's shared token, if it requires one
-        (default: the ``FASTWORKER_AUTH_TOKEN`` environment variable); ``tls`` holds
+        """``discovery_address`` is where control planes announce themselves (default: the
+        ``FASTWORKER_DISCOVERY_ADDRESS`` environment variable, else
+        ``tcp://127.0.0.1:5550``); ``auth_token`` is the control plane's shared token, if
+        it requires one (default: the ``FASTWORKER_AUTH_TOKEN`` environment variable); ``tls`` holds
         the CA (and, for mutual TLS, this client's certificate) for ``tls+tcp://``
         addresses (default: the ``FASTWORKER_TLS_*`` variables)."""
         self._settings = settings = Settings.of(
@@ -115,7 +116,7 @@ class Client:
             tls=tls,
             connect_timeout=connect_timeout,
         )
-        self.discovery_address = discovery_address
+        self.discovery_address = settings.discovery_address
         self.timeout = settings.timeout
         self.retries = settings.retries
         self.connect_timeout = settings.connect_timeout

@@ -43,7 +43,6 @@ from fastworker.client import Client
 from fastworker.errors import ControlPlaneUnavailable, FastWorkerError, Timeout, unsendable
 from fastworker.tracing import send_spans
 from fastworker_protocol import (
-    DEFAULT_DISCOVERY_ADDRESS,
     Accepted,
     Announce,
     Cancel,
@@ -83,7 +82,7 @@ class SyncClient:
 
     def __init__(
         self,
-        discovery_address: str = DEFAULT_DISCOVERY_ADDRESS,
+        discovery_address: str | None = None,
         timeout: float = 30.0,
         retries: int = 3,
         **options: Any,
