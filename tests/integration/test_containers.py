@@ -107,6 +107,41 @@ async def test_scaling_to_five_subworkers_puts_the_new_replicas_to_work_within_1
     await wait_until(new_replicas_ran_tasks, 10, "tasks run by the 2 new replicas")
 
 
+async def test_the_reports_pool_alone_runs_the_reports_queue(
+    cluster: ComposeCluster, client: Client
+) -> None:
+    # Given the cluster with its second pool (the profile the compose file documents)
+    await asyncio.to_thread(
+        cluster.compose,
+        "--profile",
+        "reports",
+        "up",
+        "-d",
+        "--no-build",
+        "--wait",
+        "--wait-timeout",
+        "120",
+    )
+    try:
+        await subworker_ids(client, 4)
+        [container] = cluster.containers("subworker-reports")
+        host = cluster.hostname(container)
+        pool = {w.worker_id for w in await client.list_workers() if w.queues == {"reports": 1}}
+        # When reports and default-queue tasks are submitted
+        reports = await client.submit_batch(("build_report", (n,)) for n in range(20))
+        adds = await client.submit_batch(("add", (n, 1)) for n in range(20))
+        report_runs = await client.wait_results(reports, timeout=60)
+        add_runs = await client.wait_results(adds, timeout=60)
+    finally:
+        await asyncio.to_thread(cluster.compose, "--profile", "reports", "down", "-t", "10")
+    # Then every report ran on the reports pool, and no other task did
+    assert [r.result for r in report_runs] == list(range(20))
+    assert {r.worker_id for r in report_runs} == pool
+    assert len(pool) == 1
+    assert next(iter(pool)).startswith(host)  # its worker id starts with its hostname
+    assert not pool & {r.worker_id for r in add_runs}
+
+
 async def test_stopping_a_subworker_with_tasks_in_flight_loses_none(
     cluster: ComposeCluster, client: Client
 ) -> None:
