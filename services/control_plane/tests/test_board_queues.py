@@ -284,3 +284,14 @@ def test_pauses_and_run_time_limits_come_back_after_a_restart() -> None:
 def test_a_limit_on_a_queue_with_a_bad_name_is_refused() -> None:
     with pytest.raises(Rejected, match="bad queue name"):
         set_limit(TaskBoard(), Scope.QUEUE, "no spaces", "1/s", None)
+
+
+def test_queues_named_by_clients_do_not_outlive_their_tasks() -> None:
+    board = TaskBoard()
+    board.register("w", "h", 4, [EMAIL], NOW, queues={"q0": 1})
+    board.submit([spec(f"t{i}", queue=f"q{i}") for i in range(1000)], Priority.NORMAL, NOW)
+    for i in range(1, 1000):
+        board.cancel(f"t{i}", NOW)
+
+    assert ids(board.dispatch(["w"], NOW)) == {"w": ["t0"]}
+    assert list(board.queues.names()) == []

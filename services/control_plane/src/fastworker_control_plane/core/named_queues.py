@@ -55,11 +55,23 @@ class NamedQueues:
                 del self._parked[where]
             self._parked_depth[(record.queue, record.priority)] -= 1
             return
-        self._line(record.queue).discard(record.priority, record.name)
+        line = self._line(record.queue)
+        line.discard(record.priority, record.name)
+        self._forget_if_empty(record.queue, line)
 
     def pop(self, queue: str, is_queued: IsQueued, names: Collection[str]) -> str | None:
         line = self._lines.get(queue)
-        return None if line is None else line.pop(is_queued, names)
+        if line is None:
+            return None
+        task_id = line.pop(is_queued, names)
+        self._forget_if_empty(queue, line)
+        return task_id
+
+    def _forget_if_empty(self, queue: str, line: PriorityQueues) -> None:
+        """Drop a line with nothing live left (its skipped ids with it): queue names come
+        from clients, so lines must not outlive their tasks."""
+        if not len(line):
+            del self._lines[queue]
 
     # --- parking -----------------------------------------------------------------------------
 
