@@ -68,3 +68,16 @@ async def test_a_client_waiting_when_the_control_plane_stops_is_told_so(
             await asyncio.wait_for(waiting, 20)
     assert refused.value.code == "shutting_down"
     assert plane.wait() == 0
+
+
+async def test_a_subworker_whose_registration_is_too_big_says_so_and_exits(
+    cluster: Cluster,
+) -> None:
+    cluster.control_plane(local_concurrency=0)
+    subworker = cluster.subworker("--max-message-size", "1024")
+
+    code = await asyncio.to_thread(subworker.popen.wait, 30)
+
+    assert code == 2
+    assert "cannot register: Register is" in subworker.output()
+    assert "raise --max-message-size" in subworker.output()

@@ -111,7 +111,7 @@ class TaskResult(Record):
     queue: str = DEFAULT_QUEUE
 
 
-class Param(Record):
+class Param(Record, omit_defaults=True):
     """One parameter of a task's signature (``kind`` is an ``inspect.Parameter`` kind name)."""
 
     name: str
@@ -119,13 +119,14 @@ class Param(Record):
     has_default: bool = False
 
 
-class TaskSignature(Record):
+class TaskSignature(Record, omit_defaults=True):
     """A task as a subworker registers it: parameters, and how failures are retried.
 
     A failed attempt is retried up to ``max_retries`` times, after a delay drawn
     uniformly from ``[0, min(retry_backoff_max, retry_backoff * 2 ** (retry - 1))]``
     (exponential backoff, full jitter), if its error type is in ``retry_on`` (empty: any).
 
+    Fields at their defaults are left out on the wire (a registration lists many tasks).
     ``queue`` is where its submissions go unless one names another. ``rate_limit``
     (``"20/m"``) and ``concurrency_limit`` (running at once; per value of the argument
     ``concurrency_key`` when given) are enforced by the control plane over all subworkers.

@@ -23,7 +23,7 @@ from fastworker.errors import Unauthorized
 from fastworker.log_setup import configure_logging
 from fastworker.options import add_option, queue_weights
 from fastworker.tls import TLSError, dial_config
-from fastworker_protocol import DEFAULT_DISCOVERY_ADDRESS, DEFAULT_MAX_MESSAGE_SIZE
+from fastworker_protocol import DEFAULT_DISCOVERY_ADDRESS, DEFAULT_MAX_MESSAGE_SIZE, EncodeError
 from fastworker_subworker.health import PortInUse, check
 from fastworker_subworker.loader import TaskModuleError, load_task_modules
 from fastworker_subworker.worker import Subworker, SubworkerConfig
@@ -130,6 +130,13 @@ def run(args: argparse.Namespace) -> int:
             return serve(worker.run, worker.request_stop)
     except (CommandError, PortInUse, TLSError) as exc:
         print(f"fastworker-subworker: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except EncodeError as exc:  # its own registration (every task's signature) is too big
+        print(
+            f"fastworker-subworker: cannot register: {exc} (raise --max-message-size here "
+            "and on the control plane, or load fewer task modules)",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     except Unauthorized:
         print(

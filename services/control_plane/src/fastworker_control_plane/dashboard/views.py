@@ -14,7 +14,7 @@ from fastworker_control_plane.core.queue_views import limit_infos, queue_infos
 from fastworker_control_plane.core.records import TaskRecord
 from fastworker_control_plane.engine import Engine
 from fastworker_control_plane.events import Event
-from fastworker_protocol import MAX_NESTING, Priority, TaskError, TaskResult
+from fastworker_protocol import MAX_NESTING, Priority, TaskError, TaskResult, TaskSignature
 
 SNAPSHOT_THROUGHPUT = 5  # seconds of throughput in each snapshot (the newest still filling)
 
@@ -92,8 +92,15 @@ def task_detail(record: TaskRecord) -> dict[str, Any]:
 
 
 def registered(engine: Engine) -> list[Any]:
+    """Every registration, each field listed (the wire leaves defaults out)."""
     signatures = engine.board.catalog.signatures
-    return [msgspec.to_builtins(signatures[name]) for name in sorted(signatures)]
+    return [_whole(signatures[name]) for name in sorted(signatures)]
+
+
+def _whole(signature: TaskSignature) -> dict[str, Any]:
+    fields = msgspec.structs.asdict(signature)
+    fields["params"] = [msgspec.structs.asdict(p) for p in signature.params]
+    return fields
 
 
 def schedules(engine: Engine, now: float) -> list[Any]:
