@@ -81,3 +81,14 @@ async def test_a_subworker_whose_registration_is_too_big_says_so_and_exits(
     assert code == 2
     assert "cannot register: Register is" in subworker.output()
     assert "raise --max-message-size" in subworker.output()
+
+
+async def test_a_control_plane_whose_own_subworker_cannot_register_stops_saying_why(
+    cluster: Cluster,
+) -> None:
+    plane = cluster.control_plane("--max-message-size", "1024")
+
+    code = await asyncio.to_thread(plane.popen.wait, 30)
+
+    assert code == 1
+    assert "the embedded subworker failed: EncodeError: Register is" in plane.output()

@@ -210,7 +210,7 @@ class ControlPlane:
                 registration_address=self._local_address,
                 worker_id=local_id,
             )
-            self._local_run = loop.create_task(self._local.run())
+            self._local_run = self._supervisor.spawn("the embedded subworker", self._local.run())
         log.info(
             "control plane started",
             instance=self.instance_id,
