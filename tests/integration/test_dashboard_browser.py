@@ -5,42 +5,22 @@ a failed task's traceback. A screenshot of the final page is saved with the test
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from chromium import LIVE_TIMEOUT_MS, launched, skip_without_chromium
 from harness import Cluster
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",  # CI runs as root
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-LIVE_TIMEOUT_MS = 20_000
+skip_without_chromium()
 
-if not os.path.exists(CHROMIUM) and not os.environ.get("CI"):
-    pytest.skip(
-        "Debian's chromium is not installed (scripts/test installs it when run as root)",
-        allow_module_level=True,
-    )
-
-from playwright.async_api import Browser, Page, async_playwright  # noqa: E402
+from playwright.async_api import Browser, Page  # noqa: E402
 
 
 @pytest.fixture
 async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            await browser.close()
+    async with launched() as browser:
+        yield browser
 
 
 async def number_in(page: Page, selector: str) -> int:

@@ -7,47 +7,28 @@ action header are refused.
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+from chromium import LIVE_TIMEOUT_MS, launched, skip_without_chromium
 from harness import Cluster, wait_until
 from http_helpers import wait_for_status
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",  # CI runs as root
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-LIVE_TIMEOUT_MS = 20_000
 TOKEN = "dashboard-queues-test-token-3c1e"
 QUEUE = "reports"  # no worker of this test serves it: its tasks stay queued
 
-if not os.path.exists(CHROMIUM) and not os.environ.get("CI"):
-    pytest.skip(
-        "Debian's chromium is not installed (scripts/test installs it when run as root)",
-        allow_module_level=True,
-    )
+skip_without_chromium()
 
-from playwright.async_api import Browser, Page, async_playwright  # noqa: E402
+from playwright.async_api import Browser, Page  # noqa: E402
 
 
 @pytest.fixture
 async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            await browser.close()
+    async with launched() as browser:
+        yield browser
 
 
 @pytest.fixture
