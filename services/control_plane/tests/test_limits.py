@@ -170,8 +170,10 @@ def test_lifting_a_limit_with_tasks_running_still_counts_them_out() -> None:
     limits.acquire(record("a", queue="q"), 0.0)
     limits.change(Scope.QUEUE, "q", None, 0)
     assert limits.queue_open("q", 0.0)
+    assert limits  # still counting "a"
     limits.release("a")
-    assert limits.get(Scope.QUEUE, "q") is not None  # empty, kept until reused
+    assert limits.get(Scope.QUEUE, "q") is None
+    assert not limits  # nothing in effect: dispatch skips limit bookkeeping
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ import msgspec
 from fastworker_protocol.errors import ErrorCode
 from fastworker_protocol.limits import Count, PositiveSeconds, Seconds, UnixTime
 from fastworker_protocol.priority import Priority
-from fastworker_protocol.queues import DEFAULT_QUEUE, Limit, QueueName, Weight
+from fastworker_protocol.queues import DEFAULT_QUEUE, ConcurrencySetting, QueueName, Weight
 from fastworker_protocol.reasons import FailureReason
 from fastworker_protocol.states import TaskState, WorkerState
 
@@ -294,7 +294,7 @@ class SetLimit(Message, tag="set_limit"):
     scope: Annotated[str, msgspec.Meta(pattern="^(queue|task)$")]
     name: str
     rate_limit: str | None = None
-    concurrency_limit: Limit | None = None
+    concurrency_limit: ConcurrencySetting | None = None
     reset: bool = False
 
 

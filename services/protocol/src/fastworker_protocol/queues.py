@@ -19,7 +19,7 @@ MAX_WEIGHT = 1000
 
 QueueName = Annotated[str, msgspec.Meta(pattern=QUEUE_PATTERN)]
 Weight = Annotated[int, msgspec.Meta(ge=1, le=MAX_WEIGHT)]
-Limit = Annotated[int, msgspec.Meta(ge=0)]
+ConcurrencySetting = Annotated[int, msgspec.Meta(ge=0)]
 """A concurrency limit: tasks running at once; 0 in a change means "no limit"."""
 
 _QUEUE = re.compile(QUEUE_PATTERN)

@@ -91,6 +91,7 @@ class Declared:
 class Limit:
     """A limit in effect, and the tasks it counts as running."""
 
+    scope_name: tuple[Scope, str]
     rate: str | None
     concurrency: int | None
     bucket: TokenBucket | None
@@ -111,7 +112,6 @@ class Limits:
         self.settings: dict[tuple[Scope, str], Setting] = {}  # kept in the journal
         self._limits: dict[tuple[Scope, str], Limit] = {}  # in effect
         self._holders: dict[str, list[tuple[Limit, bytes]]] = {}  # task id -> counted in
-        self.version = 0  # bumped on every run-time change (the journal writes them)
 
     # --- what is in effect ---------------------------------------------------------------
 
@@ -150,7 +150,6 @@ class Limits:
             self.settings.pop((scope, name), None)
         else:
             self.settings[(scope, name)] = setting
-        self.version += 1
         self._update(scope, name)
 
     def restore(self, settings: dict[tuple[Scope, str], Setting]) -> None:
@@ -163,13 +162,12 @@ class Limits:
         rate, concurrency = self._effective(scope, name)
         current = self._limits.get((scope, name))
         if rate is None and concurrency is None:
-            if current is not None and not current.running_total():
-                del self._limits[(scope, name)]
-            elif current is not None:  # let its running tasks be counted out
+            if current is not None:  # lifted: kept only to count its running tasks out
                 current.rate, current.concurrency, current.bucket = None, None, None
+                self._forget_if_lifted(current)
             return
         if current is None:
-            current = self._limits[(scope, name)] = Limit(None, None, None)
+            current = self._limits[(scope, name)] = Limit((scope, name), None, None, None)
         if current.rate != rate:
             current.bucket = None if rate is None else TokenBucket(Rate.parse(rate))
         current.rate, current.concurrency = rate, concurrency
@@ -189,6 +187,7 @@ class Limits:
         return self._limits.get((scope, name))
 
     def key_of(self, name: str) -> str | None:
+        """The argument ``name``'s concurrency is counted per value of, if any."""
         declared = self._declared.get(name)
         return declared.key if declared is not None else None
 
@@ -212,7 +211,7 @@ class Limits:
             return False
         if limit.bucket is not None and not limit.bucket.has_token(now):
             return True
-        return self._key(name) is None and not limit.open(now)
+        return self.key_of(name) is None and not limit.open(now)
 
     def queue_open(self, queue: str, now: float) -> bool:
         limit = self._limits.get((Scope.QUEUE, queue))
@@ -220,7 +219,7 @@ class Limits:
 
     def key_open(self, record: TaskRecord) -> bool:
         """Whether ``record`` may start as far as its concurrency key goes."""
-        key = self._key(record.name)
+        key = self.key_of(record.name)
         limit = self._limits.get((Scope.TASK, record.name))
         if key is None or limit is None or limit.concurrency is None:
             return True
@@ -238,10 +237,6 @@ class Limits:
             return _encode_key(record.args[position])
         return _DEFAULTED
 
-    def _key(self, name: str) -> str | None:
-        declared = self._declared.get(name)
-        return None if declared is None else declared.key
-
     def acquire(self, record: TaskRecord, now: float) -> None:
         """``record`` was handed out: it takes a token and counts as running."""
         held = []
@@ -251,7 +246,7 @@ class Limits:
                 continue
             if limit.bucket is not None:
                 limit.bucket.take(now)
-            key = self.key_value(record) if scope == Scope.TASK and self._key(name) else b""
+            key = self.key_value(record) if scope == Scope.TASK and self.key_of(name) else b""
             limit.running.setdefault(key, set()).add(record.id)
             held.append((limit, key))
         if held:
@@ -269,7 +264,12 @@ class Limits:
                     del limit.running[key]
             if key:
                 freed = key
+            self._forget_if_lifted(limit)
         return freed
+
+    def _forget_if_lifted(self, limit: Limit) -> None:
+        if limit.rate is None and limit.concurrency is None and not limit.running:
+            self._limits.pop(limit.scope_name, None)
 
     def next_token_at(self, now: float) -> float | None:
         """When the first spent bucket has a token again (``None``: none is spent)."""

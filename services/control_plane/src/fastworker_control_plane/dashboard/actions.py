@@ -20,7 +20,7 @@ from yarl import URL
 
 from fastworker_control_plane.core.limits import Scope
 from fastworker_protocol import check_queue, check_rate
-from fastworker_protocol.queues import Limit
+from fastworker_protocol.queues import ConcurrencySetting
 
 ACTION_HEADER = "X-FastWorker-Action"
 OFF = "off"
@@ -39,7 +39,7 @@ class LimitBody(msgspec.Struct, forbid_unknown_fields=True):
     """The body of ``POST /api/limits/{scope}/{name}``: ``None`` leaves a limit as it is."""
 
     rate: str | None = None
-    concurrency: Limit | None = None
+    concurrency: ConcurrencySetting | None = None
     reset: bool = False
 
 
