@@ -3,6 +3,7 @@ and the controls kept across a restart."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -295,3 +296,35 @@ def test_queues_named_by_clients_do_not_outlive_their_tasks() -> None:
 
     assert ids(board.dispatch(["w"], NOW)) == {"w": ["t0"]}
     assert list(board.queues.names()) == []
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_queued_count_matches_the_queued_tasks_whatever_happens(seed: int) -> None:
+    rng = random.Random(seed)
+    board = keyed_board(workers=2, slots=3)
+    board.learn_tasks([REPORT])
+    board.register("rep", "h", 2, [REPORT], NOW, queues={"reports": 1})
+    made = 0
+    for _ in range(300):
+        action = rng.random()
+        if action < 0.4:
+            made += 1
+            name = rng.choice(["imp", "email", "report"])
+            board.submit([spec(f"t{made}", name, rng.choice("abc"))], Priority.NORMAL, NOW)
+        elif action < 0.7:
+            board.dispatch(rng.sample(["w0", "w1", "rep"], 2), NOW)
+        elif action < 0.9:
+            for slot in board.workers:
+                finish(board, slot.worker_id, *list(slot.in_flight)[: rng.randrange(3)])
+        elif made and board.record(task_id := f"t{rng.randrange(1, made + 1)}", NOW):
+            board.cancel(task_id, NOW)
+        queued = sum(1 for r in board.live_records() if r.state == TaskState.QUEUED)
+        assert len(board.queues) == queued
+        assert sum(board.queues.depth(p) for p in Priority) == queued
+    for _ in range(1000):  # and every task still gets to run: none is stranded parked
+        if not board.live_records():
+            break
+        board.dispatch(["w0", "w1", "rep"], NOW)
+        for slot in board.workers:
+            finish(board, slot.worker_id, *slot.in_flight)
+    assert board.live_records() == []

@@ -9,7 +9,7 @@ number puts it (it was taken from the head).
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Collection
 
 from fastworker_control_plane.core.queues import IsQueued, PriorityQueues
@@ -23,9 +23,10 @@ class NamedQueues:
     def __init__(self) -> None:
         self._lines: dict[str, PriorityQueues] = {}
         self.paused: set[str] = set()
-        self._parked: dict[ParkKey, dict[str, TaskRecord]] = {}  # in the order parked
+        self._parked: dict[ParkKey, OrderedDict[str, TaskRecord]] = {}  # in the order parked
         self._parked_at: dict[str, ParkKey] = {}  # task id -> where it is parked
         self._parked_depth: Counter[tuple[str, Priority]] = Counter()
+        self._size = 0  # queued tasks, parked ones included (``len``, asked every round)
 
     def line(self, queue: str) -> PriorityQueues | None:
         return self._lines.get(queue)
@@ -41,13 +42,16 @@ class NamedQueues:
         return line
 
     def push(self, record: TaskRecord, *, front: bool = False) -> int:
+        self._size += 1
         return self._line(record.queue).push(record.id, record.name, record.priority, front=front)
 
     def restore(self, record: TaskRecord) -> None:
+        self._size += 1
         self._line(record.queue).restore(record.id, record.name, record.priority, record.seq)
 
     def discard(self, record: TaskRecord) -> None:
         """A queued task leaves without being popped (cancelled, finished elsewhere)."""
+        self._size -= 1
         where = self._parked_at.pop(record.id, None)
         if where is not None:
             del self._parked[where][record.id]
@@ -64,6 +68,8 @@ class NamedQueues:
         if line is None:
             return None
         task_id = line.pop(is_queued, names)
+        if task_id is not None:
+            self._size -= 1
         self._forget_if_empty(queue, line)
         return task_id
 
@@ -78,8 +84,9 @@ class NamedQueues:
     def park(self, record: TaskRecord, key: bytes) -> None:
         """Set aside a task popped while its concurrency key is at its limit."""
         where = (record.name, key)
-        self._parked.setdefault(where, {})[record.id] = record
+        self._parked.setdefault(where, OrderedDict())[record.id] = record
         self._parked_at[record.id] = where
+        self._size += 1
         self._parked_depth[(record.queue, record.priority)] += 1
 
     def unpark(self, name: str, key: bytes | None, is_queued: IsQueued) -> int:
@@ -88,16 +95,15 @@ class NamedQueues:
         keys = [k for k in self._parked if k[0] == name] if key is None else [(name, key)]
         moved = 0
         for where in keys:
-            parked = self._parked.get(where, {})
-            for task_id in list(parked):
-                record = parked.pop(task_id)
+            parked = self._parked.get(where, OrderedDict())
+            while parked and not (key is not None and moved):
+                task_id, record = parked.popitem(last=False)
                 del self._parked_at[task_id]
                 self._parked_depth[(record.queue, record.priority)] -= 1
+                self._size -= 1
                 if is_queued(task_id):
                     self.restore(record)
                     moved += 1
-                    if key is not None:
-                        break
             if not parked:
                 self._parked.pop(where, None)
         return moved
@@ -122,4 +128,4 @@ class NamedQueues:
         return sum(line.depth(priority) for line in self._lines.values()) + parked
 
     def __len__(self) -> int:
-        return sum(len(line) for line in self._lines.values()) + self._parked_depth.total()
+        return self._size
