@@ -5,18 +5,27 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from view_world import (
+    ADD,
+    FLAKY,
+    ME,
+    NOW,
+    FakeClock,
+    add,
+    dispatched,
+    is_json,
+    make_engine,
+    submit,
+)
 
 from fastworker import __version__
 from fastworker_control_plane.core.board import BoardConfig, TaskBoard
-from fastworker_control_plane.core.limits import Scope
-from fastworker_control_plane.core.queue_controls import pause, set_limit
 from fastworker_control_plane.dashboard import views
 from fastworker_control_plane.engine import Engine
 from fastworker_control_plane.events import Event
 from fastworker_protocol import (
     MAX_NESTING,
     Outcome,
-    Param,
     Priority,
     TaskError,
     TaskResult,
@@ -25,55 +34,14 @@ from fastworker_protocol import (
     TaskState,
 )
 
-NOW = 1000.0
-ME = views.Identity(instance_id="cp-1", started_at=990.0)
-ADD = TaskSignature(name="add", params=[Param(name="x", kind="POSITIONAL_OR_KEYWORD")])
-FLAKY = TaskSignature(name="flaky", max_retries=1, retry_backoff=1.0)
 TICK = TaskSignature(name="tick", repeat_interval=5.0)
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACEPARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
 
 
-class FakeClock:
-    def __init__(self, now: float = NOW) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def ceiling(low: float, high: float) -> float:
-    return high
-
-
-def make_engine(config: BoardConfig | None = None) -> Engine:
-    board = TaskBoard(config, uniform=ceiling)
-    board.register("w1", "host-w1", 4, [ADD, FLAKY], NOW)
-    return Engine(board, heartbeat_timeout=10.0, clock=FakeClock())
-
-
 @pytest.fixture
 def engine() -> Engine:
     return make_engine()
-
-
-def submit(engine: Engine, *specs: TaskSpec, priority: Priority = Priority.NORMAL) -> None:
-    engine.board.submit(list(specs), priority, NOW)
-
-
-def add(task_id: str, eta: float | None = None) -> TaskSpec:
-    return TaskSpec(name="add", id=task_id, args=[1], eta=eta)
-
-
-def dispatched(engine: Engine, worker_id: str = "w1") -> list[str]:
-    return [a.id for a in engine.board.dispatch([worker_id]).get(worker_id, [])]
-
-
-def is_json(document: object) -> bool:
-    """The routes encode documents with msgspec: they must round-trip through JSON."""
-    decoded: object = msgspec.json.decode(msgspec.json.encode(document))
-    builtins: object = msgspec.to_builtins(document)
-    return decoded == builtins
 
 
 # --- overview ---------------------------------------------------------------------------------
@@ -549,105 +517,3 @@ def test_a_snapshot_point_comes_again_updated_while_its_second_fills(engine: Eng
         {"t": 1000, "succeeded": 2, "failed": 0},
         {"t": 1001, "succeeded": 0, "failed": 0},
     ]
-
-
-# --- named queues and limits -----------------------------------------------------------------
-
-
-def to_reports(task_id: str) -> TaskSpec:
-    return TaskSpec(name="add", id=task_id, args=[1], queue="reports")
-
-
-def test_queues_lists_each_named_queue_with_its_depth_per_priority_and_state(
-    engine: Engine,
-) -> None:
-    # Given two tasks queued on "reports" (which no worker serves) and one running on default
-    submit(engine, to_reports("r1"))
-    submit(engine, to_reports("r2"), priority=Priority.HIGH)
-    submit(engine, add("d1"))
-    dispatched(engine)
-    # When "reports" is paused and limited
-    pause(engine.board, "reports", True)
-    set_limit(engine.board, Scope.QUEUE, "reports", "10/s", 2)
-
-    document = views.queues(engine, NOW + 5)
-
-    # Then
-    assert document == [
-        {
-            "name": "default",
-            "depth": {"critical": 0, "high": 0, "normal": 0, "low": 0},
-            "oldest_age": None,
-            "running": 1,
-            "workers": 1,
-            "paused": False,
-            "rate_limit": None,
-            "concurrency_limit": None,
-            "waiting_on_limits": 0,
-        },
-        {
-            "name": "reports",
-            "depth": {"critical": 0, "high": 1, "normal": 1, "low": 0},
-            "oldest_age": 5.0,
-            "running": 0,
-            "workers": 0,
-            "paused": True,
-            "rate_limit": "10/s",
-            "concurrency_limit": 2,
-            "waiting_on_limits": 0,
-        },
-    ]
-    assert is_json(document)
-
-
-def test_limits_lists_the_limits_in_effect_and_leaves_lifted_ones_out(engine: Engine) -> None:
-    set_limit(engine.board, Scope.QUEUE, "reports", "10/s", 2)
-    set_limit(engine.board, Scope.TASK, "add", None, 3)
-    set_limit(engine.board, Scope.QUEUE, "reports", "off", 0)  # lifted again
-
-    document = views.limits(engine, NOW)
-
-    assert document == [
-        {
-            "scope": "task",
-            "name": "add",
-            "rate_limit": None,
-            "concurrency_limit": 3,
-            "concurrency_key": None,
-            "overridden": True,
-            "running": 0,
-            "waiting": 0,
-        }
-    ]
-    assert is_json(document)
-
-
-def test_a_queue_acted_on_says_whether_it_is_paused_and_how_many_tasks_were_purged(
-    engine: Engine,
-) -> None:
-    pause(engine.board, "reports", True)
-
-    assert views.queue_acted(engine, "reports", 3) == {
-        "queue": "reports",
-        "paused": True,
-        "purged": 3,
-    }
-    assert views.queue_acted(engine, "default") == {
-        "queue": "default",
-        "paused": False,
-        "purged": 0,
-    }
-
-
-def test_the_streams_queue_state_is_the_queues_and_the_limits(engine: Engine) -> None:
-    submit(engine, to_reports("r1"))
-    set_limit(engine.board, Scope.TASK, "add", "5/m", None)
-
-    document = views.queue_state(engine, NOW + 1)
-
-    assert document == {
-        "queues": views.queues(engine, NOW + 1),
-        "limits": views.limits(engine, NOW + 1),
-    }
-    assert [q["name"] for q in document["queues"]] == ["default", "reports"]
-    assert is_json(document)
