@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
+from view_world import ADD, NOW, FakeClock
 
 from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.limits import Scope
@@ -22,22 +23,12 @@ from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.dashboard import actions, views
 from fastworker_control_plane.dashboard.routes import DashboardRoutes
 from fastworker_control_plane.engine import Engine
-from fastworker_protocol import ErrorCode, Param, Priority, TaskSignature, TaskSpec, TaskState
+from fastworker_protocol import ErrorCode, Priority, TaskSpec, TaskState
 from fastworker_subworker.web import WebServer
 
-NOW = 1000.0
 TOKEN = "test-token-for-the-queue-routes"
-ADD = TaskSignature(name="add", params=[Param(name="x", kind="POSITIONAL_OR_KEYWORD")])
 ACT = {actions.ACTION_HEADER: "1"}
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-
-
-class FakeClock:
-    def __init__(self, now: float = NOW) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 # --- the action checks, without HTTP ------------------------------------------------------------
