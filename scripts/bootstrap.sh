@@ -12,12 +12,14 @@ if ! command -v uv >/dev/null 2>&1; then
 fi
 uv sync --locked --quiet
 
-# System packages tests run for real: Prometheus and Chromium (Debian's), and nngcat (a
-# client no one here wrote, for the protocol's worked example).
+# System packages tests run for real: Prometheus and Chromium (Debian's), nngcat (a
+# client no one here wrote, for the protocol's worked example) and curl (the HTTP API's
+# documented examples).
 _missing=()
 command -v prometheus >/dev/null 2>&1 || _missing+=(prometheus)
 command -v chromium >/dev/null 2>&1 || _missing+=(chromium)
 command -v nngcat >/dev/null 2>&1 || _missing+=(nng-utils)
+command -v curl >/dev/null 2>&1 || _missing+=(curl)
 if ((${#_missing[@]})); then
     if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
         echo "bootstrap: installing ${_missing[*]} with apt-get" >&2

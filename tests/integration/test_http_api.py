@@ -25,6 +25,8 @@ from fastworker_control_plane.dashboard.routes import STATIC as DASHBOARD_FILES
 
 pytestmark = pytest.mark.integration
 
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
 SUMMARY_KEYS = {
     "task_id",
     "name",
@@ -528,3 +530,50 @@ async def test_the_dashboard_page_and_its_script_are_served(
         assert (await script.read()).strip()
     async with http.get(f"{api}/static/no-such-file.js") as missing:
         assert missing.status == 404
+
+
+async def test_the_documented_queue_and_limit_examples_print_what_the_docs_show(
+    cluster: Cluster,
+) -> None:
+    # Given a control plane requiring a token, with three tasks queued in "reports" (which
+    # no worker serves), as docs/http-api.md's examples assume
+    token = "http-api-docs-token"
+    cluster.control_plane(env=cluster.env(FASTWORKER_AUTH_TOKEN=token))
+    async with cluster.client(auth_token=token) as client:
+        await cluster.workers(client, 1)
+        for n in range(3):
+            await client.delay("echo", n, queue="reports")
+    # When each `curl` example of its "Queues and limits" section runs (on this test's port)
+    examples = _console_examples(_section(DOCS / "http-api.md", "Queues and limits"))
+    assert len(examples) == 2
+    for command, shown in examples:
+        command = command.replace("http://127.0.0.1:8080", cluster.http)
+        done = await asyncio.create_subprocess_exec(
+            "bash",
+            "-c",
+            command,
+            stdout=asyncio.subprocess.PIPE,
+            env=cluster.env(FASTWORKER_AUTH_TOKEN=token),
+        )
+        out, _ = await asyncio.wait_for(done.communicate(), 30)
+        # Then it prints what the docs show
+        assert json.loads(out) == json.loads(shown), command
+
+
+def _section(path: Path, title: str) -> str:
+    text = path.read_text(encoding="utf-8")
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
+
+
+def _console_examples(text: str) -> list[tuple[str, str]]:
+    """Each ```console block: its ``$`` command (continuation lines joined) and output."""
+    examples = []
+    for block in re.findall(r"```console\n(.*?)```", text, flags=re.DOTALL):
+        command, _, shown = block.removeprefix("$ ").partition("\n")
+        while command.endswith("\\"):
+            more, _, shown = shown.partition("\n")
+            command = command[:-1] + more
+        examples.append((command, shown.strip()))
+    return examples
