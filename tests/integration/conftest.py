@@ -21,8 +21,8 @@ def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cluster]
     c = Cluster(tmp_path)
     yield c
     c.stop()
-    report = getattr(request.node, "rep_call", None)
-    if report is not None and report.failed:
+    reports = [getattr(request.node, f"rep_{when}", None) for when in ("setup", "call")]
+    if any(report is not None and report.failed for report in reports):
         for proc in c.procs:
             sys.stderr.write(f"\n--- {proc.name} (pid {proc.pid}) ---\n{proc.output()[-4000:]}")
 
@@ -30,8 +30,7 @@ def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cluster]
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield
-    if report.when == "call":
-        item.rep_call = report  # type: ignore[attr-defined]
+    setattr(item, f"rep_{report.when}", report)  # the cluster fixture shows logs on failure
     return report
 
 

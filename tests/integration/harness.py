@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -21,14 +22,29 @@ HERE = Path(__file__).parent
 STOP_TIMEOUT = 15.0
 
 
+_FIRST_PORT = 20_000  # above the well-known and most registered service ports
+_ports = random.Random()  # its own: a test seeding the global one must not pin the ports
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux), else the IANA one."""
+    try:
+        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
+        return int(text.split()[0])
+    except (OSError, ValueError, IndexError):
+        return 49_152
+
+
 def free_port_block(size: int) -> int:
-    """A port p such that p..p+size-1 are free on 127.0.0.1 right now."""
+    """A port p such that p..p+size-1 are free on 127.0.0.1 right now.
+
+    Picked below the kernel's ephemeral range: a port the kernel handed out would be free
+    when checked, yet any process's next outgoing connection may take it before the server
+    under test binds it (a control plane that then cannot bind never announces itself).
+    """
+    low = _ephemeral_low()
     for _ in range(200):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            start = probe.getsockname()[1]
-        if start + size > 65535:
-            continue
+        start = _ports.randrange(_FIRST_PORT, low - size)
         held = []
         try:
             for port in range(start, start + size):
