@@ -9,17 +9,16 @@ from typing import TYPE_CHECKING, cast
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from view_world import ADD, NOW, FakeClock, make_engine
 
 from fastworker import __version__
-from fastworker_control_plane.core.board import BoardConfig, TaskBoard
+from fastworker_control_plane.core.board import BoardConfig
 from fastworker_control_plane.engine import Engine
 from fastworker_control_plane.metrics import ControlPlaneCollector, control_plane_registry
 from fastworker_protocol import (
     Outcome,
-    Param,
     Priority,
     TaskError,
-    TaskSignature,
     TaskSpec,
     WorkerState,
 )
@@ -30,29 +29,8 @@ if TYPE_CHECKING:
 
     from fastworker_subworker import Subworker
 
-NOW = 1000.0
-ADD = TaskSignature(name="add", params=[Param(name="x", kind="POSITIONAL_OR_KEYWORD")])
-FLAKY = TaskSignature(name="flaky", max_retries=1, retry_backoff=1.0)
 TALLIES = ("submitted", "started", "succeeded", "failed", "retried", "cancelled")
 Labels = tuple[tuple[str, str], ...]
-
-
-class FakeClock:
-    def __init__(self, now: float = NOW) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def ceiling(low: float, high: float) -> float:
-    return high
-
-
-def make_engine(config: BoardConfig | None = None) -> Engine:
-    board = TaskBoard(config, uniform=ceiling)
-    board.register("w1", "host-w1", 4, [ADD, FLAKY], NOW)
-    return Engine(board, heartbeat_timeout=10.0, clock=FakeClock())
 
 
 @pytest.fixture
