@@ -39,6 +39,7 @@ FASTWORKER_API = {
     "MessageTooLarge",
     "Priority",
     "RequestRejected",
+    "SoftTimeLimitExceeded",
     "SyncClient",
     "TLS",
     "TLSError",

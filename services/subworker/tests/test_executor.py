@@ -114,7 +114,7 @@ async def test_an_unknown_name_fails_with_lookup_error_and_imports_nothing(
     monkeypatch.setattr(sys, "meta_path", [spy, *sys.meta_path])
     name = "fastworker_never_imported.tasks.run"
 
-    assert not executor.is_async(run(name))
+    assert executor.pool_of(run(name)) == "thread"
     outcomes = [
         await asyncio.wait_for(executor.run_async(run(name)), 5),
         executor.run_sync(run(name)),
@@ -208,7 +208,7 @@ def test_a_result_that_would_not_come_back_as_itself_fails_naming_its_type(
     assert named in outcome.error.message
 
 
-def test_is_async_is_true_only_for_a_registered_async_task(
+def test_each_task_runs_in_its_declared_pool_and_an_unknown_one_on_a_thread(
     registry: TaskRegistry, executor: Executor
 ) -> None:
     @task(registry=registry)
@@ -219,9 +219,14 @@ def test_is_async_is_true_only_for_a_registered_async_task(
     def plain() -> None:
         return None
 
-    assert executor.is_async(run("coro"))
-    assert not executor.is_async(run("plain"))
-    assert not executor.is_async(run("missing"))
+    @task(registry=registry, pool="process")
+    def isolated() -> None:
+        return None
+
+    assert executor.pool_of(run("coro")) == "async"
+    assert executor.pool_of(run("plain")) == "thread"
+    assert executor.pool_of(run("isolated")) == "process"
+    assert executor.pool_of(run("missing")) == "thread"
 
 
 async def test_cancelling_run_async_raises_cancelled_error_inside_the_task(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from fastworker_protocol import (
     DEFAULT_QUEUE,
@@ -22,6 +22,9 @@ from fastworker_protocol import (
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+Pool = Literal["async", "thread", "process"]
+POOLS: tuple[Pool, ...] = ("async", "thread", "process")
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,8 @@ class Task(Generic[P, R]):
     rate_limit: str | None = None
     concurrency_limit: int | None = None
     concurrency_key: str | None = None
+    pool: Pool = "thread"
+    soft_time_limit: float | None = None
 
     @property
     def is_async(self) -> bool:
@@ -127,6 +132,9 @@ def task(
     rate_limit: str | None = None,
     concurrency_limit: int | None = None,
     concurrency_key: str | None = None,
+    pool: Pool | None = None,
+    time_limit: float | None = None,
+    soft_time_limit: float | None = None,
     registry: TaskRegistry | None = None,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
@@ -149,6 +157,9 @@ def task(
     rate_limit: str | None = None,
     concurrency_limit: int | None = None,
     concurrency_key: str | None = None,
+    pool: Pool | None = None,
+    time_limit: float | None = None,
+    soft_time_limit: float | None = None,
     registry: TaskRegistry | None = None,
 ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
     """Register a function (sync or async) as a task, by default under its ``__name__``.
@@ -158,9 +169,16 @@ def task(
     instances of a type in ``retry_on``, subclasses included, when it is given; the
     subworker checks that where the exception is raised), waiting a random time up to
     ``min(retry_backoff_max, retry_backoff * 2 ** (retry - 1))`` seconds before each retry.
-    An attempt running longer than ``timeout`` seconds is stopped and fails with reason
-    ``timeout`` (an async task is cancelled; a sync one is abandoned on its thread); the
-    time counts from its start, not from its wait for a free thread.
+    ``pool`` is where it runs: ``"async"`` (an ``async def``: on the subworker's event
+    loop, the default for those), ``"thread"`` (a plain ``def`` on a thread, the default
+    for those) or ``"process"`` (a plain ``def`` in a child process of the subworker: CPU
+    work in parallel, and limits that really stop it).
+    An attempt running longer than ``time_limit`` seconds (``timeout`` is the same
+    setting, by its older name) is stopped and fails with reason ``timeout``: an async
+    task is cancelled, a process task's child is terminated, and a thread task, which
+    cannot be stopped, is abandoned to its thread. The time counts from its start, not
+    from its wait for a free thread or child. ``soft_time_limit`` (process tasks only)
+    raises ``SoftTimeLimitExceeded`` inside the task first, so it can clean up.
     ``repeat_interval`` (seconds) or ``cron`` (an expression, in ``cron_tz``) makes it a
     periodic task, run without arguments by the control plane's scheduler, once per tick.
     ``queue`` names the queue its submissions go to (subworkers take tasks only from the
@@ -172,8 +190,8 @@ def task(
     def register(f: Callable[P, R]) -> Task[P, R]:
         if max_retries < 0 or retry_backoff < 0 or retry_backoff_max < 0:
             raise ValueError("max_retries and the retry backoffs cannot be negative")
-        if timeout is not None and timeout <= 0:
-            raise ValueError("timeout must be positive")
+        hard_limit = _time_limit(timeout, time_limit)
+        chosen = _pool(f, pool, soft_time_limit, hard_limit)
         if repeat_interval is not None and cron is not None:
             raise ValueError("give repeat_interval or cron, not both")
         if repeat_interval is not None and not 0.01 <= repeat_interval <= 366 * 24 * 3600:
@@ -187,7 +205,7 @@ def task(
             retry_backoff=retry_backoff,
             retry_backoff_max=retry_backoff_max,
             retry_on=tuple(retry_on),
-            timeout=timeout,
+            timeout=hard_limit,
             repeat_interval=repeat_interval,
             cron=cron,
             cron_tz=cron_tz,
@@ -195,11 +213,47 @@ def task(
             rate_limit=rate_limit,
             concurrency_limit=concurrency_limit,
             concurrency_key=concurrency_key,
+            pool=chosen,
+            soft_time_limit=soft_time_limit,
         )
         (registry if registry is not None else default_registry).add(t)
         return t
 
     return register(fn) if fn is not None else register
+
+
+def _time_limit(timeout: float | None, time_limit: float | None) -> float | None:
+    if timeout is not None and time_limit is not None and timeout != time_limit:
+        raise ValueError("give time_limit or timeout (its older name), not both")
+    limit = time_limit if time_limit is not None else timeout
+    if limit is not None and limit <= 0:
+        raise ValueError("time_limit must be positive")
+    return limit
+
+
+def _pool(
+    fn: Callable[..., Any],
+    pool: Pool | None,
+    soft_time_limit: float | None,
+    time_limit: float | None,
+) -> Pool:
+    """The pool a task runs in, checked against its function and its limits."""
+    is_async = inspect.iscoroutinefunction(fn)
+    chosen: Pool = pool or ("async" if is_async else "thread")
+    if chosen not in POOLS:
+        raise ValueError(f"pool must be one of {', '.join(POOLS)}, not {chosen!r}")
+    if is_async != (chosen == "async"):
+        kind = "an async def" if is_async else "a plain def"
+        raise ValueError(f"pool={chosen!r} does not fit {fn.__qualname__}, {kind}")
+    if soft_time_limit is None:
+        return chosen
+    if chosen != "process":
+        raise ValueError("soft_time_limit needs pool='process' (only a child can be interrupted)")
+    if soft_time_limit <= 0:
+        raise ValueError("soft_time_limit must be positive")
+    if time_limit is not None and soft_time_limit >= time_limit:
+        raise ValueError("soft_time_limit must be shorter than time_limit")
+    return chosen
 
 
 def _check_limits(

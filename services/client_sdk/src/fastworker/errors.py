@@ -10,6 +10,8 @@ FastWorkerError
 |   +-- TaskNotFound           no such task id (never existed, or expired)
 +-- TaskFailed                 the task ran and raised (remote type, message, traceback)
 +-- TaskCancelled              the task was cancelled before it finished
+
+SoftTimeLimitExceeded is not raised by the SDK but inside a task: see ``@task``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ from fastworker_protocol import EncodeError, ErrorCode, TaskError
 
 class FastWorkerError(Exception):
     """Root of every error the SDK raises."""
+
+
+class SoftTimeLimitExceeded(Exception):
+    """Raised inside a process task when its ``soft_time_limit`` is up: catch it to clean
+    up before the hard ``time_limit`` ends the process."""
 
 
 class ControlPlaneUnavailable(FastWorkerError):

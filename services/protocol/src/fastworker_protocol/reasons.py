@@ -21,3 +21,4 @@ class FailureReason(StrEnum):
     CANCELLED = "cancelled"  # it was cancelled before or while it ran
     INTERRUPTED = "interrupted"  # its subworker shut down first (the task is redelivered)
     WORKER_LOST = "worker_lost"  # its subworkers were lost more times than allowed
+    WORKER_CRASHED = "worker_crashed"  # the child process running it died (redelivered)

@@ -26,6 +26,7 @@ from fastworker.tls import TLSError, dial_config
 from fastworker_protocol import DEFAULT_DISCOVERY_ADDRESS, DEFAULT_MAX_MESSAGE_SIZE, EncodeError
 from fastworker_subworker.health import PortInUse, check
 from fastworker_subworker.loader import TaskModuleError, load_task_modules
+from fastworker_subworker.processes import ChildBroken, cpu_count
 from fastworker_subworker.worker import Subworker, SubworkerConfig
 
 
@@ -46,6 +47,31 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     )
     add_option(
         parser, "--concurrency", type=int, default=os.cpu_count() or 1, help="tasks run at once"
+    )
+    add_option(
+        parser,
+        "--processes",
+        type=int,
+        default=cpu_count(),
+        help='child processes for tasks declared @task(pool="process"), started only if '
+        "there are some (the CPU count by default)",
+    )
+    add_option(
+        parser,
+        "--max-tasks-per-child",
+        type=int,
+        default=None,
+        metavar="N",
+        help="replace a child process after it has run N tasks (none: never)",
+    )
+    add_option(
+        parser,
+        "--max-memory-per-child",
+        type=int,
+        default=None,
+        metavar="MIB",
+        help="replace a child process, between tasks, once its resident memory is over "
+        "MIB mebibytes (none: never)",
     )
     add_option(
         parser,
@@ -112,6 +138,9 @@ def run(args: argparse.Namespace) -> int:
             discovery_address=args.discovery_address,
             concurrency=args.concurrency,
             queues=args.queues,
+            processes=args.processes,
+            max_tasks_per_child=args.max_tasks_per_child,
+            max_memory_per_child=args.max_memory_per_child,
             shutdown_timeout=args.shutdown_timeout,
             max_message_size=args.max_message_size,
             metrics_host=args.metrics_host,
@@ -128,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with traced("fastworker-subworker"):
             return serve(worker.run, worker.request_stop)
-    except (CommandError, PortInUse, TLSError) as exc:
+    except (CommandError, PortInUse, TLSError, ChildBroken) as exc:
         print(f"fastworker-subworker: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except EncodeError as exc:  # its own registration (every task's signature) is too big

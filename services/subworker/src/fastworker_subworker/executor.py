@@ -30,9 +30,16 @@ class Executor:
         self._registry = registry
         self._instrument = instrument or TaskInstrument("")
 
-    def is_async(self, assignment: Assignment) -> bool:
+    @property
+    def instrument(self) -> TaskInstrument:
+        return self._instrument
+
+    def pool_of(self, assignment: Assignment) -> str:
+        """``async``, ``thread`` or ``process`` (an unknown name fails on a thread)."""
         task = self._registry.get(assignment.name)
-        return task is not None and task.is_async
+        if task is None:
+            return "thread"
+        return "async" if task.is_async else task.pool
 
     async def run_async(self, assignment: Assignment) -> Outcome:
         """Await an async task (cancellation propagates into it)."""

@@ -16,6 +16,7 @@ from contextvars import Token
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import structlog
 from opentelemetry import context, propagate, trace
 from opentelemetry.trace import Span, SpanKind, Tracer
@@ -32,32 +33,25 @@ class Scope:
 
 
 class TaskInstrument:
-    def __init__(self, worker_id: str, tracer: Tracer | None = None) -> None:
+    """``adopt_context``: make no span, but run the task in the one its headers carry (in
+    a process pool's child, whose ``process`` span the subworker made: ``open``)."""
+
+    def __init__(
+        self, worker_id: str, tracer: Tracer | None = None, *, adopt_context: bool = False
+    ) -> None:
         self.worker_id = worker_id
         self.tracer = tracer
+        self.adopt_context = adopt_context
 
     def begin(self, assignment: Assignment) -> Scope:
         span, token = None, None
         trace_id = trace_id_of(assignment.headers)
         if self.tracer is not None:
-            span = self.tracer.start_span(
-                f"process {assignment.name}",
-                context=propagate.extract(assignment.headers),
-                kind=SpanKind.CONSUMER,
-                attributes={
-                    **messaging_attributes(
-                        "process",
-                        "process",
-                        assignment.name,
-                        assignment.id,
-                        assignment.priority or "",
-                    ),
-                    "fastworker.attempt": assignment.attempt,
-                    "fastworker.worker_id": self.worker_id,
-                },
-            )
+            span = self._start(assignment)
             token = context.attach(trace.set_span_in_context(span))
             trace_id = trace.format_trace_id(span.get_span_context().trace_id)
+        elif self.adopt_context and assignment.headers:
+            token = context.attach(propagate.extract(assignment.headers))
         log_tokens = structlog.contextvars.bind_contextvars(
             task_id=assignment.id,
             task_name=assignment.name,
@@ -65,6 +59,39 @@ class TaskInstrument:
             trace_id=trace_id,
         )
         return Scope(log_tokens, span, token)
+
+    def _start(self, assignment: Assignment) -> Span:
+        assert self.tracer is not None
+        return self.tracer.start_span(
+            f"process {assignment.name}",
+            context=propagate.extract(assignment.headers),
+            kind=SpanKind.CONSUMER,
+            attributes={
+                **messaging_attributes(
+                    "process", "process", assignment.name, assignment.id, assignment.priority or ""
+                ),
+                "fastworker.attempt": assignment.attempt,
+                "fastworker.worker_id": self.worker_id,
+            },
+        )
+
+    def open(self, assignment: Assignment) -> tuple[Assignment, Span | None]:
+        """For a task run elsewhere (a child process): its ``process`` span, started now
+        and not made current, and the assignment carrying that span's context."""
+        if self.tracer is None:
+            return assignment, None
+        span = self._start(assignment)
+        headers = dict(assignment.headers)
+        propagate.inject(headers, context=trace.set_span_in_context(span))
+        return msgspec.structs.replace(assignment, headers=headers), span
+
+    def close(self, span: Span | None, outcome: Outcome | None, pid: int | None = None) -> None:
+        """End a span from ``open`` with the task's outcome (``None``: cancelled)."""
+        if span is None:
+            return
+        if pid is not None:
+            span.set_attribute("process.pid", pid)
+        self.end(Scope({}, span), outcome)
 
     def end(self, scope: Scope, outcome: Outcome | None, exc: BaseException | None = None) -> None:
         """Close the scope; ``outcome`` is ``None`` when the run was cancelled."""
@@ -78,4 +105,5 @@ class TaskInstrument:
             scope.span.end()
         if scope.context_token is not None:
             context.detach(scope.context_token)
-        structlog.contextvars.reset_contextvars(**scope.log_tokens)
+        if scope.log_tokens:
+            structlog.contextvars.reset_contextvars(**scope.log_tokens)

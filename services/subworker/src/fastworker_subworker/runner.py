@@ -33,13 +33,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterable
 
-from fastworker_protocol import Assignment, FailureReason, Outcome, TaskError
+from fastworker_protocol import Assignment, FailureReason, Outcome
+from fastworker_subworker.child_run import ChildRun, Fate
 from fastworker_subworker.executor import Executor
+from fastworker_subworker.processes import ProcessPool
 from fastworker_subworker.stats import RunStats
+from fastworker_subworker.stops import stopped
 from fastworker_subworker.threads import TaskThreads, finishes_in_time
 from fastworker_subworker.ticket import Ticket
 
@@ -61,10 +63,12 @@ class TaskRunner:
         on_started: Started,
         on_finished: Finished,
         stats: RunStats | None = None,
+        processes: ProcessPool | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self._executor = executor
+        self._processes = processes
         self._concurrency = concurrency
         self._on_started = on_started
         self._on_finished = on_finished
@@ -77,6 +81,9 @@ class TaskRunner:
         self._queued: deque[Assignment] = deque()
         self._in_threads: dict[str, Ticket] = {}  # by task id, until its lane is done
         self._lanes: set[asyncio.Task[None]] = set()
+        self._process_queued: deque[Assignment] = deque()
+        self._in_children: dict[str, ChildRun] = {}  # by task id, until its chunk ends
+        self._process_lanes: set[asyncio.Task[None]] = set()
         self._idle = asyncio.Event()
         self._idle.set()
         self.mean_duration: float | None = None
@@ -86,7 +93,13 @@ class TaskRunner:
     @property
     def held(self) -> int:
         """Tasks given to this worker and not finished (running or waiting for a slot)."""
-        return len(self._async) + len(self._queued) + len(self._in_threads)
+        return (
+            len(self._async)
+            + len(self._queued)
+            + len(self._in_threads)
+            + len(self._process_queued)
+            + len(self._in_children)
+        )
 
     def prefetch_hint(self) -> int:
         if self.mean_duration is None:
@@ -97,14 +110,18 @@ class TaskRunner:
     def submit(self, assignments: list[Assignment]) -> None:
         loop = asyncio.get_running_loop()
         for assignment in assignments:
-            if self._executor.is_async(assignment):
+            pool = self._executor.pool_of(assignment)
+            if pool == "async":
                 task = loop.create_task(self._run_async(assignment))
                 self._async[task] = assignment.id
                 task.add_done_callback(self._async_done)
+            elif pool == "process" and self._processes is not None:
+                self._process_queued.append(assignment)
             else:
                 self._queued.append(assignment)
         while self._queued and len(self._lanes) < self._concurrency:
             self._lanes.add(loop.create_task(self._lane()))
+        self._open_process_lanes(loop)
         self._update_idle()
 
     async def _run_async(self, assignment: Assignment) -> None:
@@ -153,11 +170,22 @@ class TaskRunner:
             self._queued.remove(assignment)
         stops = [(a, stopped(a, FailureReason.CANCELLED, ran=False)) for a in queued]
         stops += self._cancel_in_threads(wanted)
+        stops += self._cancel_processes(wanted)
         for assignment, outcome in stops:
             self.stats.record(assignment.name, outcome)
         if stops:
             self._on_finished([outcome for _, outcome in stops])
         self._update_idle()
+
+    def _cancel_processes(self, wanted: set[str]) -> list[tuple[Assignment, Outcome]]:
+        """Cancel process tasks: one still queued here at once; one in a child through
+        its chunk's run, which reports it."""
+        queued = [a for a in self._process_queued if a.id in wanted]
+        for assignment in queued:
+            self._process_queued.remove(assignment)
+        for task_id in wanted & self._in_children.keys():
+            self._in_children[task_id].cancel(task_id)
+        return [(a, stopped(a, FailureReason.CANCELLED, ran=False)) for a in queued]
 
     def _cancel_in_threads(self, wanted: set[str]) -> list[tuple[Assignment, Outcome]]:
         """Give up the sync tasks among ``wanted``; one still waiting for a thread now never
@@ -197,7 +225,8 @@ class TaskRunner:
             async with self._slots:
                 if not self._queued:
                     return
-                tickets = [Ticket(a, self._ticket_lock) for a in self._take_chunk()]
+                chunk = self._take_chunk(self._queued, self._concurrency)
+                tickets = [Ticket(a, self._ticket_lock) for a in chunk]
                 self._in_threads.update((t.assignment.id, t) for t in tickets)
                 running, began = self._threads.hand_over(loop, tickets)
                 try:
@@ -248,20 +277,66 @@ class TaskRunner:
         given_up = {t.assignment.id for t in tickets if t.abandoned}
         return [o for o in outcomes if o.task_id not in given_up] if given_up else outcomes
 
-    def _take_chunk(self) -> list[Assignment]:
-        """The head of the queue, plus the tasks behind it that are known to be quick."""
-        chunk = [self._queued.popleft()]
+    def _take_chunk(
+        self, queued: deque[Assignment], lanes: int, most: int | None = None
+    ) -> list[Assignment]:
+        """The head of ``queued``, plus the tasks behind it that are known to be quick
+        (at most ``most`` tasks; the rest shared with the other ``lanes``)."""
+        chunk = [queued.popleft()]
         if chunk[0].timeout is not None:
             return chunk
         budget = CHUNK_WORK - self._durations.get(chunk[0].name, CHUNK_WORK)
-        limit = min(MAX_CHUNK, 1 + len(self._queued) // self._concurrency)  # share the rest
-        while self._queued and len(chunk) < limit:
-            expected = self._durations.get(self._queued[0].name)
-            if expected is None or expected > budget or self._queued[0].timeout is not None:
+        limit = min(MAX_CHUNK, most or MAX_CHUNK, 1 + len(queued) // lanes)
+        while queued and len(chunk) < limit:
+            expected = self._durations.get(queued[0].name)
+            if expected is None or expected > budget or queued[0].timeout is not None:
                 break
-            chunk.append(self._queued.popleft())
+            chunk.append(queued.popleft())
             budget -= expected
         return chunk
+
+    def _open_process_lanes(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._processes is None:
+            return
+        while self._process_queued and len(self._process_lanes) < self._processes.options.processes:
+            lane = loop.create_task(self._process_lane(self._processes))
+            self._process_lanes.add(lane)
+            lane.add_done_callback(self._process_lanes.discard)
+
+    async def _process_lane(self, pool: ProcessPool) -> None:
+        """Chunks of process tasks, each to an idle child (waited for first: not run time)."""
+        while self._process_queued:
+            child = await pool.acquire()
+            if not self._process_queued:
+                pool.release(child)
+                return
+            async with self._slots:
+                if not self._process_queued:
+                    pool.release(child)
+                    return
+                chunk = self._take_chunk(
+                    self._process_queued, pool.options.processes, child.tasks_left(pool.options)
+                )
+                run = ChildRun(child, chunk, self._executor.instrument)
+                self._in_children.update((a.id, run) for a in chunk)
+                self._on_started([a.id for a in chunk])
+                try:
+                    end = await run.run()
+                except BaseException:
+                    pool.discard(child, crashed=False)
+                    raise
+                finally:
+                    for assignment in chunk:
+                        del self._in_children[assignment.id]
+                if end.fate == Fate.IDLE:
+                    pool.release(child)
+                else:
+                    pool.discard(child, crashed=end.fate == Fate.DIED)
+                self._process_queued.extendleft(reversed(end.unstarted))
+                self._update_idle()
+            self._measure(end.outcomes)
+            if end.outcomes:
+                self._on_finished([outcome for _, outcome in end.outcomes])
 
     def _measure(self, runs: Iterable[tuple[Assignment, Outcome]]) -> None:
         for assignment, o in runs:
@@ -286,7 +361,11 @@ class TaskRunner:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._idle.wait(), timeout)
         unfinished = [a.id for a in self._queued] + sorted(self._in_threads)
+        unfinished += [a.id for a in self._process_queued]
         self._queued.clear()
+        self._process_queued.clear()
+        for run in set(self._in_children.values()):
+            unfinished += run.interrupt()  # its child is terminated
         for ticket in self._in_threads.values():
             ticket.abandon()  # one still waiting for a thread now never starts
         cancelled = dict(self._async)
@@ -296,30 +375,28 @@ class TaskRunner:
         unfinished += cancelled.values()
         return unfinished
 
+    async def start(self) -> None:
+        """Start the child processes (``ChildBroken`` if they cannot import the tasks)."""
+        if self._processes is not None:
+            await self._processes.start()
+
     def shutdown(self) -> None:
         """Stop the threads without waiting for abandoned sync tasks."""
-        for lane in self._lanes:
+        for lane in [*self._lanes, *self._process_lanes]:
             lane.cancel()
         self._threads.shutdown()
+
+    async def close(self) -> None:
+        """``shutdown``, and stop the child processes (terminating busy ones)."""
+        lanes = [*self._lanes, *self._process_lanes]
+        self.shutdown()
+        await asyncio.gather(*lanes, return_exceptions=True)
+        if self._processes is not None:
+            await self._processes.close()
 
 
 def _average(mean: float | None, sample: float) -> float:
     return sample if mean is None else mean + _EWMA_WEIGHT * (sample - mean)
-
-
-def stopped(assignment: Assignment, reason: FailureReason, *, ran: bool = True) -> Outcome:
-    """The outcome of a task stopped by its timeout or by cancellation (``ran``: it had
-    started on its thread or event loop)."""
-    if reason == FailureReason.TIMEOUT:
-        error = TaskError(
-            type="Timeout",
-            reason=reason,
-            message=f"the task ran longer than its {assignment.timeout:g} s timeout",
-        )
-    else:
-        when = "while it ran" if ran else "before it started"
-        error = TaskError(type="Cancelled", reason=reason, message=f"the task was cancelled {when}")
-    return Outcome(task_id=assignment.id, ok=False, error=error, finished_at=time.time())
 
 
 def _discard(future: asyncio.Future[list[Outcome]]) -> None:

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import os
 import socket
+import sys
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -30,19 +31,25 @@ from fastworker_protocol import (
     DEFAULT_DISCOVERY_ADDRESS,
     DEFAULT_MAX_MESSAGE_SIZE,
     Codec,
-    FailureReason,
-    Outcome,
-    TaskError,
     WorkerEvent,
     WorkerState,
     next_worker_state,
 )
+from fastworker_subworker.child_wire import Spec
 from fastworker_subworker.exchange import Exchange, Outbox
 from fastworker_subworker.executor import Executor
 from fastworker_subworker.instrument import TaskInstrument
 from fastworker_subworker.link import ControlPlaneLink
+from fastworker_subworker.processes import (
+    PoolOptions,
+    ProcessPool,
+    cpu_count,
+    log_settings,
+    task_refs,
+)
 from fastworker_subworker.runner import TaskRunner
 from fastworker_subworker.stats import RunStats
+from fastworker_subworker.stops import interrupted
 
 if TYPE_CHECKING:
     from fastworker_subworker.web import WebServer
@@ -73,6 +80,17 @@ class SubworkerConfig:
     tls: TLS | None = None  # for tls+tcp:// control planes: the CA (and own certificate)
     # Queues served, -> weight in the fair share (None: every queue its tasks name).
     queues: dict[str, int] | None = None
+    # The process pool (started only when a task has pool="process"): its children, and
+    # when one is recycled: after this many tasks, or past this resident memory (MiB).
+    processes: int = field(default_factory=cpu_count)
+    max_tasks_per_child: int | None = None
+    max_memory_per_child: int | None = None
+
+    def pool_options(self) -> PoolOptions:
+        memory = self.max_memory_per_child
+        return PoolOptions(
+            self.processes, self.max_tasks_per_child, None if memory is None else memory << 20
+        )
 
 
 class Subworker:
@@ -100,6 +118,22 @@ class Subworker:
         self._runner: TaskRunner | None = None
         self._exchange: Exchange | None = None
         self.stats = RunStats()
+        self.processes = self._process_pool()
+
+    def _process_pool(self) -> ProcessPool | None:
+        """The children for ``pool="process"`` tasks, if there are any (not started)."""
+        refs = task_refs(self.registry)
+        if not refs:
+            return None
+        level, as_json = log_settings()
+        spec = Spec(
+            sys_path=list(sys.path),
+            tasks=refs,
+            worker_id=self.worker_id,
+            log_level=level,
+            log_json=as_json,
+        )
+        return ProcessPool(spec, self.config.pool_options())
 
     # --- control -------------------------------------------------------------------------
 
@@ -148,6 +182,7 @@ class Subworker:
             self._outbox.started,
             self._outbox.finished,
             self.stats,
+            self.processes,
         )
         self._runner = runner
         exchange = Exchange(
@@ -157,6 +192,7 @@ class Subworker:
         background: list[asyncio.Task[None]] = []
         web = self._web_server()
         try:
+            await runner.start()
             if web is not None:
                 await web.start()
             self._address = self._fixed_address or await self._locate(discovery)
@@ -169,7 +205,7 @@ class Subworker:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
             exchange.close()
-            runner.shutdown()
+            await runner.close()
             if self._link is not None:
                 self._link.close()
             if discovery is not None:
@@ -334,7 +370,7 @@ class Subworker:
             await asyncio.gather(reporting, return_exceptions=True)
         for task_id in unfinished:
             log.warning("task interrupted by shutdown", task_id=task_id)
-        self._outbox.finished([_interrupted(task_id) for task_id in unfinished])
+        self._outbox.finished([interrupted(task_id) for task_id in unfinished])
 
     async def _pause(self, delay: float = _RETRY_DELAY) -> None:
         """Wait ``delay`` seconds before trying again. A stop request cuts a longer wait to
@@ -344,17 +380,3 @@ class Subworker:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._stop_requested.wait(), delay)
         await asyncio.sleep(max(0.0, floor - loop.time()))
-
-
-def _interrupted(task_id: str) -> Outcome:
-    """Handed back for redelivery: the attempt was cut short, it did not fail."""
-    return Outcome(
-        task_id=task_id,
-        ok=False,
-        requeue=True,
-        error=TaskError(
-            type="Interrupted",
-            reason=FailureReason.INTERRUPTED,
-            message="the subworker shut down before the task finished",
-        ),
-    )

@@ -1,8 +1,8 @@
 """The task board: every live task, the priority queues, the subworkers, the results.
 
-It is the control plane's whole state and decides everything (accept, dispatch,
-redeliver, finish, cancel) without I/O: the servers call it with ``now`` and act on what
-it returns. Final results leave the board's task table for the result cache.
+The control plane's whole state; decides everything (accept, dispatch, redeliver, finish,
+cancel) without I/O: the servers call it with ``now`` and act on what it returns. Final
+results leave the board's task table for the result cache.
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from fastworker_control_plane.core.named_queues import NamedQueues
 from fastworker_control_plane.core.periodics import Periodics
 from fastworker_control_plane.core.records import TaskRecord
 from fastworker_control_plane.core.rejected import Rejected
-from fastworker_control_plane.core.result_cache import (
-    ResultCache,
-)
+from fastworker_control_plane.core.result_cache import ResultCache
 from fastworker_control_plane.core.retry_policy import (
     RetryPolicy,
     Uniform,
+    crashed,
+    lost_reason,
     lost_too_often,
     summarized,
 )
@@ -399,8 +399,8 @@ class TaskBoard:
             ran = now - (record.started_at or now)
         self.stats.ran(_line(record), ran)
         self._run_times.observe(record.name, ran)
-        if outcome.requeue:
-            return self._redeliver(record, now, reason=FailureReason.INTERRUPTED)
+        if outcome.requeue or crashed(outcome):  # interrupted, or its process died under it
+            return self._redeliver(record, now, reason=lost_reason(outcome))
         if outcome.ok:
             record.result = outcome.result
             return self._finish(record, TaskEvent.SUCCEED, now)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from fastworker_protocol import FailureReason, TaskError, TaskSignature
+from fastworker_protocol import FailureReason, Outcome, TaskError, TaskSignature
 
 Uniform = Callable[[float, float], float]
 
@@ -77,6 +77,16 @@ class Losses(Protocol):
     returned: int  # times a lost worker held it without having started it
 
 
+def crashed(outcome: Outcome) -> bool:
+    """The process running the attempt died under it: delivered again like a lost worker."""
+    return outcome.error is not None and outcome.error.reason == FailureReason.WORKER_CRASHED
+
+
+def lost_reason(outcome: Outcome) -> FailureReason:
+    """Why a task handed back (``requeue``) or crashed is delivered again."""
+    return FailureReason.WORKER_CRASHED if crashed(outcome) else FailureReason.INTERRUPTED
+
+
 def lost_too_often(
     task: Losses, reason: str, max_redeliveries: int, max_returns: int
 ) -> TaskError | None:
@@ -84,6 +94,13 @@ def lost_too_often(
     ``None`` while it may be delivered again."""
     if task.lost <= max_redeliveries and task.returned <= max_returns:
         return None
+    if reason == FailureReason.WORKER_CRASHED:
+        return TaskError(
+            type="WorkerCrashed",
+            message=f"the process running the task died {task.lost} times; giving up after "
+            f"{max_redeliveries} redeliveries",
+            reason=FailureReason.WORKER_CRASHED,
+        )
     return TaskError(
         type="WorkerLost",
         message=f"the subworker holding the task was lost {task.lost + task.returned} times "

@@ -1,0 +1,93 @@
+"""Process-pool tasks for the integration tests (loaded only by the tests that use them:
+every subworker loading them would start its children)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from fastworker import SoftTimeLimitExceeded, task
+
+_held: list[bytes] = []  # memory a task keeps, to grow its child
+
+
+@task(pool="process")
+def pid_of(tag: int = 0) -> int:
+    """The pid of the process that ran it."""
+    return os.getpid()
+
+
+@task(pool="process")
+def burn(milliseconds: float) -> int:
+    """Pure-Python CPU work for about ``milliseconds`` (no sleep: the GIL is held)."""
+    until = time.process_time() + milliseconds / 1000
+    spins = 0
+    while time.process_time() < until:
+        spins += 1
+    return spins
+
+
+@task(pool="process", time_limit=1.0)
+def late_write(path: str, seconds: float) -> str:
+    """Writes ``path`` after ``seconds``: past its 1 s limit, never."""
+    time.sleep(seconds)
+    Path(path).write_text("written")
+    return "written"
+
+
+@task(pool="process")
+def write_after(path: str, seconds: float) -> str:
+    """Appends its pid to ``path + '.started'`` at once and writes ``path`` after
+    ``seconds`` (no limit: for cancels)."""
+    with Path(path + ".started").open("a") as started:
+        started.write(f"{os.getpid()}\n")
+    time.sleep(seconds)
+    Path(path).write_text("written")
+    return "written"
+
+
+@task(pool="process", soft_time_limit=0.5, time_limit=5.0)
+def tidy(path: str) -> str:
+    """Runs until its soft limit, then cleans up (writes ``path``) and says so."""
+    try:
+        while True:
+            time.sleep(0.01)
+    except SoftTimeLimitExceeded:
+        Path(path).write_text("cleaned up")
+        return "cleaned up"
+
+
+@task(pool="process")
+def crash_once(path: str, how: str) -> str:
+    """Dies (``exit`` or ``segv``) the first time, succeeds when run again."""
+    marker = Path(path)
+    if not marker.exists():
+        marker.write_text("crashed")
+        if how == "segv":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        os._exit(1)
+    return "survived"
+
+
+@task(pool="process")
+def always_crash() -> None:
+    os._exit(3)
+
+
+@task(pool="process")
+def unportable() -> object:
+    return {1, 2, 3}
+
+
+@task(pool="process")
+def grow(mebibytes: int) -> int:
+    """Keeps ``mebibytes`` more of memory in its child; returns the child's pid."""
+    _held.append(os.urandom(mebibytes << 20))
+    return os.getpid()
+
+
+@task
+def thread_pid() -> int:
+    return os.getpid()
