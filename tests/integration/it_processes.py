@@ -3,10 +3,14 @@ every subworker loading them would start its children)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import time
 from pathlib import Path
+
+import structlog
+from opentelemetry import trace
 
 from fastworker import SoftTimeLimitExceeded, task
 
@@ -90,4 +94,34 @@ def grow(mebibytes: int) -> int:
 
 @task
 def thread_pid() -> int:
+    return os.getpid()
+
+
+@task(pool="process")
+def chatty_child(word: str) -> int:
+    """Logs through the standard library and structlog, from its child; returns its pid."""
+    logging.getLogger("it_processes").warning("child stdlib says %s", word)
+    structlog.get_logger("it_processes").info("child structlog says", word=word)
+    return os.getpid()
+
+
+@task(pool="process")
+def traced_child() -> str:
+    """Makes a span of its own inside its child: it must nest under the process span."""
+    with trace.get_tracer("it_processes").start_as_current_span("inner work"):
+        return "traced"
+
+
+@task(pool="process", time_limit=0.5)
+def stamp_child(path: str, tag: int, seconds: float) -> int:
+    """Appends "tag start-time" to a file as it starts, then sleeps past its limit."""
+    with Path(path).open("a") as log:
+        log.write(f"{tag} {time.time()}\n")
+    time.sleep(seconds)
+    return tag
+
+
+@task(pool="process")
+def slow_pid(seconds: float) -> int:
+    time.sleep(seconds)
     return os.getpid()

@@ -202,6 +202,9 @@ class ControlPlane:
                 SubworkerConfig(
                     concurrency=cfg.local_concurrency,
                     queues=cfg.local_queues,
+                    processes=cfg.local_processes,
+                    max_tasks_per_child=cfg.max_tasks_per_child,
+                    max_memory_per_child=cfg.max_memory_per_child,
                     shutdown_timeout=cfg.shutdown_timeout,
                     max_message_size=cfg.max_message_size,
                     auth_token=cfg.auth_token,

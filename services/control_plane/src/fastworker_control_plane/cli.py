@@ -87,6 +87,31 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     )
     add_option(
         parser,
+        "--local-processes",
+        type=int,
+        default=os.cpu_count() or 1,
+        help='child processes for the @task(pool="process") tasks the control plane runs '
+        "itself, as a subworker's --processes",
+    )
+    add_option(
+        parser,
+        "--max-tasks-per-child",
+        type=int,
+        default=None,
+        metavar="N",
+        help="replace one of its child processes after it has run N tasks (none: never)",
+    )
+    add_option(
+        parser,
+        "--max-memory-per-child",
+        type=int,
+        default=None,
+        metavar="MIB",
+        help="replace one of its child processes, between tasks, once its resident memory "
+        "is over MIB mebibytes (none: never)",
+    )
+    add_option(
+        parser,
         "--shutdown-timeout",
         type=float,
         default=30.0,
@@ -216,6 +241,9 @@ def run(args: argparse.Namespace) -> int:
             discovery_port=args.discovery_port,
             local_concurrency=args.local_concurrency,
             local_queues=args.local_queues,
+            local_processes=args.local_processes,
+            max_tasks_per_child=args.max_tasks_per_child,
+            max_memory_per_child=args.max_memory_per_child,
             shutdown_timeout=args.shutdown_timeout,
             result_ttl=args.result_ttl,
             result_max_size=args.result_max_size,

@@ -33,6 +33,10 @@ class ControlPlaneConfig:
     discovery_port: int = DEFAULT_DISCOVERY_PORT
     local_concurrency: int = field(default_factory=lambda: os.cpu_count() or 1)
     local_queues: dict[str, int] | None = None  # what it runs itself (None: all its tasks name)
+    # Its own process pool (for pool="process" tasks it runs), as a subworker's.
+    local_processes: int = field(default_factory=lambda: os.cpu_count() or 1)
+    max_tasks_per_child: int | None = None
+    max_memory_per_child: int | None = None  # MiB
     shutdown_timeout: float = 30.0
     result_ttl: float = DEFAULT_TTL
     result_max_size: int = DEFAULT_MAX_SIZE

@@ -48,6 +48,7 @@ class ChunkEnd:
     fate: Fate
     outcomes: list[tuple[Assignment, Outcome]] = field(default_factory=list)
     unstarted: list[Assignment] = field(default_factory=list)  # to run again, elsewhere
+    why: str = ""  # why the child is to be ended, or how it died
 
 
 class ChildRun:
@@ -99,7 +100,7 @@ class ChildRun:
                 if event in done:
                     wanted = event.result()
                     if wanted is None:
-                        return self._end(Fate.TERMINATE)
+                        return self._end(Fate.TERMINATE, "a drain gave up on its tasks")
                     self._ask_to_cancel(wanted)
                     event = asyncio.ensure_future(self._events.get())
                 if reading in done:
@@ -116,9 +117,11 @@ class ChildRun:
                 if deadline is not None and now >= deadline:
                     assignment = self._chunk[0]
                     self._report(assignment, stopped(assignment, FailureReason.TIMEOUT))
-                    return self._end(Fate.TERMINATE)
+                    return self._end(Fate.TERMINATE, f"task {assignment.id} reached its time limit")
                 if any(now >= t for t in self._answer_by.values()):
-                    return self._end_running(Fate.TERMINATE, self._unanswered)
+                    return self._end_running(
+                        Fate.TERMINATE, self._unanswered, "it did not answer a cancel"
+                    )
         finally:
             reading.cancel()
             event.cancel()
@@ -140,20 +143,20 @@ class ChildRun:
                 if assignment is not None:
                     self._report(assignment, _cancelled_before_start(assignment))
             case wire.Halted():
-                return self._end_running(Fate.TERMINATE, self._cancelled_running)
+                return self._end_running(Fate.TERMINATE, self._cancelled_running, "a cancel")
             case wire.Idle(rss=rss):
                 self._child.rss = rss
                 return self._end(Fate.IDLE)
             case None:
-                return self._end_running(Fate.DIED, self._crashed)
+                return self._end_running(Fate.DIED, self._crashed, self._exit)
         return None
 
-    def _end_running(self, fate: Fate, verdict: Verdict) -> ChunkEnd:
+    def _end_running(self, fate: Fate, verdict: Verdict, why: str) -> ChunkEnd:
         """End the chunk with the first unreported task as the one running."""
         running = next(iter(self._left.values()), None)
         if running is not None:
             self._report(running, verdict(running))
-        return self._end(fate)
+        return self._end(fate, why)
 
     def _cancelled_running(self, assignment: Assignment) -> Outcome:
         return stopped(assignment, FailureReason.CANCELLED, ran=True)
@@ -175,7 +178,7 @@ class ChildRun:
         self._outcomes.append((assignment, outcome))
         self._instrument.close(self._spans.pop(assignment.id, None), outcome, self._child.pid)
 
-    def _end(self, fate: Fate) -> ChunkEnd:
+    def _end(self, fate: Fate, why: str = "") -> ChunkEnd:
         """The chunk's end: the tasks not reported never started (those being cancelled
         are reported so; the others are to run again)."""
         unstarted = []
@@ -186,7 +189,7 @@ class ChildRun:
                 unstarted.append(assignment)
         for span in self._spans.values():
             self._instrument.close(span, None)
-        return ChunkEnd(fate, self._outcomes, unstarted)
+        return ChunkEnd(fate, self._outcomes, unstarted, why)
 
 
 def _cancelled_before_start(assignment: Assignment) -> Outcome:

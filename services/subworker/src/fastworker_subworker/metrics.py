@@ -23,6 +23,7 @@ from fastworker._histogram import Histogram
 from fastworker_protocol import WorkerState
 
 if TYPE_CHECKING:
+    from fastworker_subworker.processes import ProcessPool
     from fastworker_subworker.worker import Subworker
 
 
@@ -78,6 +79,8 @@ class SubworkerCollector(Collector):
             "1 while registered with a control plane",
             value=1 if worker.registered else 0,
         )
+        if worker.processes is not None:
+            yield from _process_pool_families(worker.processes)
         state = GaugeMetricFamily(
             "fastworker_subworker_state",
             "The lifecycle state (1 for the current one)",
@@ -86,6 +89,30 @@ class SubworkerCollector(Collector):
         for s in WorkerState:
             state.add_metric([str(s)], 1 if worker.state == s else 0)
         yield state
+
+
+def _process_pool_families(pool: ProcessPool) -> Iterator[Metric]:
+    """Only for a subworker with process tasks (one without has no pool at all)."""
+    yield GaugeMetricFamily(
+        "fastworker_subworker_processes",
+        "Child processes of the process pool alive now",
+        value=pool.alive,
+    )
+    yield CounterMetricFamily(
+        "fastworker_subworker_process_recycled",
+        "Child processes replaced after --max-tasks-per-child or --max-memory-per-child",
+        value=pool.recycled,
+    )
+    yield CounterMetricFamily(
+        "fastworker_subworker_process_crashed",
+        "Child processes that died under a task (the task failed with worker_crashed)",
+        value=pool.crashed,
+    )
+    yield CounterMetricFamily(
+        "fastworker_subworker_process_terminated",
+        "Child processes ended by the subworker: a time limit, a cancel, or a drain",
+        value=pool.terminated,
+    )
 
 
 def subworker_registry(worker: Subworker) -> CollectorRegistry:

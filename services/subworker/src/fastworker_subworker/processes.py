@@ -245,12 +245,14 @@ class ProcessPool:
         log.info("recycling a child process", pid=child.pid, tasks=child.tasks_run, rss=child.rss)
         self._replace(child, child.stop(self.options.kill_grace + 5.0))
 
-    def discard(self, child: ChildProcess, *, crashed: bool) -> None:
+    def discard(self, child: ChildProcess, *, crashed: bool, why: str) -> None:
         """A child that died (``crashed``) or must be terminated: replaced by a new one."""
         if crashed:
             self.crashed += 1
+            log.warning("a child process died", pid=child.pid, why=why)
         else:
             self.terminated += 1
+            log.info("terminating a child process", pid=child.pid, why=why)
         self._replace(child, child.kill(self.options.kill_grace))
 
     def _replace(self, child: ChildProcess, ending: Coroutine[Any, Any, None]) -> None:

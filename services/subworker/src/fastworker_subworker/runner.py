@@ -323,7 +323,7 @@ class TaskRunner:
                 try:
                     end = await run.run()
                 except BaseException:
-                    pool.discard(child, crashed=False)
+                    pool.discard(child, crashed=False, why="its subworker stopped")
                     raise
                 finally:
                     for assignment in chunk:
@@ -331,7 +331,7 @@ class TaskRunner:
                 if end.fate == Fate.IDLE:
                     pool.release(child)
                 else:
-                    pool.discard(child, crashed=end.fate == Fate.DIED)
+                    pool.discard(child, crashed=end.fate == Fate.DIED, why=end.why)
                 self._process_queued.extendleft(reversed(end.unstarted))
                 self._update_idle()
             self._measure(end.outcomes)
