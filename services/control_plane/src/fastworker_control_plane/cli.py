@@ -32,6 +32,7 @@ from fastworker_protocol import (
 )
 from fastworker_subworker import TaskModuleError, load_task_modules
 from fastworker_subworker.health import PortInUse, check
+from fastworker_subworker.processes import cpu_count
 
 _D = ControlPlaneConfig.__dataclass_fields__
 
@@ -89,7 +90,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         parser,
         "--local-processes",
         type=int,
-        default=os.cpu_count() or 1,
+        default=cpu_count(),
         help='child processes for the @task(pool="process") tasks the control plane runs '
         "itself, as a subworker's --processes",
     )

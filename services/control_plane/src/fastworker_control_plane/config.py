@@ -21,6 +21,7 @@ from fastworker_protocol import (
     PortMap,
     tcp_address,
 )
+from fastworker_subworker.processes import cpu_count
 
 _WILDCARDS = {"0.0.0.0", "::", "*", ""}
 
@@ -34,7 +35,7 @@ class ControlPlaneConfig:
     local_concurrency: int = field(default_factory=lambda: os.cpu_count() or 1)
     local_queues: dict[str, int] | None = None  # what it runs itself (None: all its tasks name)
     # Its own process pool (for pool="process" tasks it runs), as a subworker's.
-    local_processes: int = field(default_factory=lambda: os.cpu_count() or 1)
+    local_processes: int = field(default_factory=cpu_count)
     max_tasks_per_child: int | None = None
     max_memory_per_child: int | None = None  # MiB
     shutdown_timeout: float = 30.0

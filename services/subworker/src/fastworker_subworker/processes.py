@@ -16,12 +16,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import signal
 import socket
 import sys
 from collections.abc import Coroutine
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -312,4 +314,34 @@ async def _logged(work: Coroutine[Any, Any, None]) -> None:
 
 
 def cpu_count() -> int:
-    return os.cpu_count() or 1
+    """The CPUs this process may use: its affinity, capped by a cgroup CPU limit (a
+    container's ``--cpus`` or a pod's ``limits.cpu``, rounded up), where there is one. A
+    pool the size of the host's CPU count in a one-CPU container would only add memory."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    count = len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
+    for path in (_CGROUP_V2_CPU, *_CGROUP_V1_CPU):
+        try:
+            limit = cgroup_cpu_limit(path.read_text(), path)
+        except (OSError, ValueError):
+            continue
+        if limit is not None:
+            return max(1, min(count, limit))
+    return max(1, count)
+
+
+_CGROUP_V2_CPU = Path("/sys/fs/cgroup/cpu.max")
+_CGROUP_V1_CPU = (Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"),)
+
+
+def cgroup_cpu_limit(text: str, path: Path) -> int | None:
+    """Whole CPUs (rounded up) a cgroup's CPU quota allows; ``None`` for no limit.
+    ``cpu.max`` (v2) reads ``QUOTA PERIOD`` or ``max PERIOD``; v1's ``cpu.cfs_quota_us``
+    is ``-1`` or the quota, its period beside it in ``cpu.cfs_period_us``."""
+    fields = text.split()
+    if path.name == "cpu.max":
+        quota, period = fields[0], fields[1]
+    else:
+        quota, period = fields[0], (path.parent / "cpu.cfs_period_us").read_text().strip()
+    if quota in ("max", "-1"):
+        return None
+    return max(1, math.ceil(int(quota) / int(period)))
