@@ -47,6 +47,17 @@ class FakeWorker:
     config: FakeConfig = field(default_factory=FakeConfig)
     registered: bool = False
     state: WorkerState = WorkerState.INIT
+    processes: FakePool | None = None
+
+
+@dataclass
+class FakePool:
+    """Only what ``SubworkerCollector`` reads of a ``ProcessPool``."""
+
+    alive: int = 2
+    recycled: int = 0
+    crashed: int = 0
+    terminated: int = 0
 
 
 def outcome(
@@ -360,3 +371,20 @@ async def test_a_sync_task_cancelled_on_its_thread_is_counted_as_cancelled() -> 
         runner.shutdown()
 
     assert runner.stats.outcomes == {("hold", "cancelled"): 1}
+
+
+def test_a_subworker_without_process_tasks_has_no_pool_series() -> None:
+    metrics = scrape_worker(FakeWorker())
+    assert not [name for name in metrics if "process" in name]
+
+
+def test_the_process_pool_series_read_the_pool_at_scrape_time() -> None:
+    pool = FakePool(alive=2, recycled=3, crashed=1, terminated=4)
+    worker = FakeWorker(processes=pool)
+    metrics = scrape_worker(worker)
+    assert metrics["fastworker_subworker_processes"].samples[0].value == 2
+    assert metrics["fastworker_subworker_process_recycled"].samples[0].value == 3
+    assert metrics["fastworker_subworker_process_crashed"].samples[0].value == 1
+    assert metrics["fastworker_subworker_process_terminated"].samples[0].value == 4
+    pool.crashed = 2
+    assert scrape_worker(worker)["fastworker_subworker_process_crashed"].samples[0].value == 2

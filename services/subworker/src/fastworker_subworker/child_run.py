@@ -26,7 +26,7 @@ from fastworker_protocol import Assignment, FailureReason, Outcome
 from fastworker_subworker import child_wire as wire
 from fastworker_subworker.instrument import TaskInstrument
 from fastworker_subworker.processes import ChildProcess
-from fastworker_subworker.stops import crashed, interrupted, stopped
+from fastworker_subworker.stops import cancelled_before_start, crashed, interrupted, stopped
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -62,13 +62,19 @@ class ChildRun:
         self._spans: dict[str, Span | None] = {}
         self._events: asyncio.Queue[str | None] = asyncio.Queue()  # a task id; None: drain
         self._answer_by: dict[str, float] = {}  # cancels sent -> when the answer is due
+        self._cancels: set[str] = set()
         self._outcomes: list[tuple[Assignment, Outcome]] = []
         self._started = time.time()
         self._exit = "its socket closed"
 
     def cancel(self, task_id: str) -> None:
-        """Stop this task of the chunk (reported through ``run``'s end)."""
+        """Stop this task of the chunk (reported through ``run``'s end; one cancelled as
+        the run ended is among its ``unstarted``: see ``cancelled``)."""
+        self._cancels.add(task_id)
         self._events.put_nowait(task_id)
+
+    def cancelled(self, task_id: str) -> bool:
+        return task_id in self._cancels
 
     def interrupt(self) -> list[str]:
         """A drain gives up on the chunk: the child is ended, and the tasks not reported
@@ -141,7 +147,7 @@ class ChildRun:
             case wire.Skipped(task_id=task_id):
                 assignment = self._left.get(task_id)
                 if assignment is not None:
-                    self._report(assignment, _cancelled_before_start(assignment))
+                    self._report(assignment, cancelled_before_start(assignment))
             case wire.Halted():
                 return self._end_running(Fate.TERMINATE, self._cancelled_running, "a cancel")
             case wire.Idle(rss=rss):
@@ -184,13 +190,9 @@ class ChildRun:
         unstarted = []
         for assignment in list(self._left.values()):
             if assignment.id in self._answer_by:
-                self._report(assignment, _cancelled_before_start(assignment))
+                self._report(assignment, cancelled_before_start(assignment))
             else:
                 unstarted.append(assignment)
         for span in self._spans.values():
             self._instrument.close(span, None)
         return ChunkEnd(fate, self._outcomes, unstarted, why)
-
-
-def _cancelled_before_start(assignment: Assignment) -> Outcome:
-    return stopped(assignment, FailureReason.CANCELLED, ran=False)

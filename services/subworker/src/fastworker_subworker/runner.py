@@ -41,7 +41,7 @@ from fastworker_subworker.child_run import ChildRun, Fate
 from fastworker_subworker.executor import Executor
 from fastworker_subworker.processes import ProcessPool
 from fastworker_subworker.stats import RunStats
-from fastworker_subworker.stops import stopped
+from fastworker_subworker.stops import cancelled_before_start, stopped
 from fastworker_subworker.threads import TaskThreads, finishes_in_time
 from fastworker_subworker.ticket import Ticket
 
@@ -168,7 +168,7 @@ class TaskRunner:
         queued = [a for a in self._queued if a.id in wanted]
         for assignment in queued:
             self._queued.remove(assignment)
-        stops = [(a, stopped(a, FailureReason.CANCELLED, ran=False)) for a in queued]
+        stops = [(a, cancelled_before_start(a)) for a in queued]
         stops += self._cancel_in_threads(wanted)
         stops += self._cancel_processes(wanted)
         for assignment, outcome in stops:
@@ -185,7 +185,7 @@ class TaskRunner:
             self._process_queued.remove(assignment)
         for task_id in wanted & self._in_children.keys():
             self._in_children[task_id].cancel(task_id)
-        return [(a, stopped(a, FailureReason.CANCELLED, ran=False)) for a in queued]
+        return [(a, cancelled_before_start(a)) for a in queued]
 
     def _cancel_in_threads(self, wanted: set[str]) -> list[tuple[Assignment, Outcome]]:
         """Give up the sync tasks among ``wanted``; one still waiting for a thread now never
@@ -332,7 +332,11 @@ class TaskRunner:
                     pool.release(child)
                 else:
                     pool.discard(child, crashed=end.fate == Fate.DIED, why=end.why)
-                self._process_queued.extendleft(reversed(end.unstarted))
+                for assignment in reversed(end.unstarted):
+                    if run.cancelled(assignment.id):  # as the run ended: it must not start
+                        end.outcomes.append((assignment, cancelled_before_start(assignment)))
+                    else:
+                        self._process_queued.appendleft(assignment)
                 self._update_idle()
             self._measure(end.outcomes)
             if end.outcomes:

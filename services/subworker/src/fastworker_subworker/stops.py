@@ -23,6 +23,10 @@ def stopped(assignment: Assignment, reason: FailureReason, *, ran: bool = True) 
     return Outcome(task_id=assignment.id, ok=False, error=error, finished_at=time.time())
 
 
+def cancelled_before_start(assignment: Assignment) -> Outcome:
+    return stopped(assignment, FailureReason.CANCELLED, ran=False)
+
+
 def interrupted(task_id: str) -> Outcome:
     """Handed back for redelivery: the attempt was cut short, it did not fail."""
     return Outcome(
