@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -125,3 +126,29 @@ def stamp_child(path: str, tag: int, seconds: float) -> int:
 def slow_pid(seconds: float) -> int:
     time.sleep(seconds)
     return os.getpid()
+
+
+@task(pool="process", time_limit=0.5)
+def stubborn(path: str) -> str:
+    """Ignores SIGTERM, notes its pid, and writes ``path`` 5 s later."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    Path(path + ".pid").write_text(str(os.getpid()))
+    time.sleep(5)
+    Path(path).write_text("written")
+    return "written"
+
+
+@task(pool="process", time_limit=0.5)
+def with_grandchild(path: str) -> str:
+    """Starts a ``sleep`` of its own (pid noted in ``path``), then runs past its limit."""
+    sleeper = subprocess.Popen(["sleep", "30"])
+    Path(path).write_text(str(sleeper.pid))
+    sleeper.wait()
+    return "slept"
+
+
+@task(pool="process")
+def hold_the_gil(path: str) -> int:
+    """Notes its start, then computes in C for a long time without releasing the GIL."""
+    Path(path).write_text("started")
+    return sum(range(10**11))

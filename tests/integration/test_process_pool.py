@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from harness import Cluster, wait_until
+from procfs import alive
 
 from fastworker import Client, TaskStatus
 
@@ -55,7 +56,8 @@ async def test_the_hard_limit_kills_the_child_frees_the_slot_and_the_next_runs_f
     result = await client.submit_task("late_write", args=(str(target), 3.0), timeout=20)
     # Then it is reported timed out at its limit
     assert result.status == TaskStatus.FAILURE
-    assert result.error is not None and result.error.reason == "timeout"
+    assert result.error is not None
+    assert result.error.reason == "timeout"
     assert time.monotonic() - started < 2.5
     # And the next task runs at once, in a fresh child
     after = (await client.submit_task("pid_of", timeout=20)).result
@@ -82,25 +84,25 @@ async def test_cancelling_a_running_process_task_terminates_it(
     pool_of_one: Client, tmp_path: Path
 ) -> None:
     client = pool_of_one
-    target = tmp_path / "cancelled"
+    target, marker = tmp_path / "cancelled", tmp_path / "cancelled.started"
     task_id = await client.delay("write_after", str(target), 3.0)
-    await wait_until(lambda: _started(target), what="the task to start in its child")
+
+    async def started() -> bool:
+        return marker.exists()
+
+    await wait_until(started, what="the task to start in its child")
     assert await client.cancel_task(task_id) is True
     result = await client.wait_result(task_id, timeout=10)
     assert result.status == TaskStatus.CANCELLED
     # The slot and the child's place are free again
     follow = await client.submit_task("pid_of", timeout=20)
     assert follow.status == TaskStatus.SUCCESS
-    [pid] = (Path(str(target) + ".started")).read_text().split()
+    [pid] = marker.read_text().split()
     assert int(pid) != follow.result
     deadline = time.monotonic() + 3.5
     while time.monotonic() < deadline:
         assert not target.exists(), "the cancelled task wrote its file"
         await asyncio.sleep(0.1)
-
-
-async def _started(target: Path) -> bool:
-    return Path(str(target) + ".started").exists()
 
 
 @pytest.mark.parametrize("how", ["exit", "segv"])
@@ -147,3 +149,55 @@ async def test_children_are_recycled_after_max_tasks_per_child(cluster: Cluster)
             (await client.submit_task("pid_of", args=(i,), timeout=20)).result for i in range(10)
         ]
     assert len(set(pids)) >= 4, pids
+
+
+async def test_a_child_ignoring_sigterm_is_killed_after_the_grace(
+    pool_of_one: Client, tmp_path: Path
+) -> None:
+    client = pool_of_one
+    target, pid_file = tmp_path / "stubborn", tmp_path / "stubborn.pid"
+    result = await client.submit_task("stubborn", args=(str(target),), timeout=20)
+    assert result.error is not None
+    assert result.error.reason == "timeout"
+    pid = int(pid_file.read_text())
+
+    async def killed() -> bool:
+        return not alive(pid)
+
+    await wait_until(killed, 5, "SIGKILL after the 2 s grace")
+    assert not target.exists()
+
+
+async def test_what_a_process_task_started_ends_with_it(
+    pool_of_one: Client, tmp_path: Path
+) -> None:
+    client = pool_of_one
+    noted = tmp_path / "grandchild"
+    result = await client.submit_task("with_grandchild", args=(str(noted),), timeout=20)
+    assert result.error is not None
+    assert result.error.reason == "timeout"
+    grandchild = int(noted.read_text())
+
+    async def ended() -> bool:
+        return not alive(grandchild)
+
+    await wait_until(ended, 5, "the task's own subprocess to end")
+
+
+async def test_a_task_holding_the_gil_is_still_cancelled(
+    pool_of_one: Client, tmp_path: Path
+) -> None:
+    # Given a task computing in C, its child too busy to answer a cancel
+    client = pool_of_one
+    started = tmp_path / "started"
+    task_id = await client.delay("hold_the_gil", str(started))
+
+    async def running() -> bool:
+        return started.exists()
+
+    await wait_until(running, 10, "the task to start")
+    # When it is cancelled, its child is terminated all the same
+    assert await client.cancel_task(task_id) is True
+    follow = await client.submit_task("pid_of", timeout=20)
+    assert follow.status == TaskStatus.SUCCESS
+    assert (await client.get_task_result(task_id)).status == TaskStatus.CANCELLED

@@ -13,34 +13,12 @@ import aiohttp
 import pytest
 from harness import Cluster, free_port_block, wait_until
 from otlp_receiver import OtlpReceiver, ReceivedSpan
+from procfs import alive, children_of
 from prometheus_client.parser import text_string_to_metric_families
 from test_logs import json_lines
 from test_tracing import otel_env, submit_with_cli
 
 from fastworker import Client, TaskStatus
-
-
-def children_of(pid: int) -> set[int]:
-    """The pids whose parent is ``pid`` (from /proc)."""
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            found.add(int(entry.name))
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 async def scrape(port: int) -> dict[str, float]:

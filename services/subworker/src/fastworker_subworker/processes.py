@@ -116,6 +116,7 @@ class ChildProcess:
                 str(theirs.fileno()),
                 pass_fds=(theirs.fileno(),),
                 stdin=asyncio.subprocess.DEVNULL,
+                start_new_session=True,  # its own process group: see ``kill``
             )
         except BaseException:
             ours.close()
@@ -186,16 +187,20 @@ class ChildProcess:
         self._close()
 
     async def kill(self, grace: float) -> None:
-        """``SIGTERM``, then ``SIGKILL`` if it is still there after ``grace`` seconds."""
-        with contextlib.suppress(ProcessLookupError):
-            self._process.send_signal(signal.SIGTERM)
+        """``SIGTERM``, then ``SIGKILL`` if it is still there after ``grace`` seconds, to
+        its whole process group: what the task started (a ``subprocess``) ends with it."""
+        self._signal_group(signal.SIGTERM)
         try:
             await asyncio.wait_for(self._process.wait(), grace)
         except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                self._process.kill()
+            self._signal_group(signal.SIGKILL)
             await self._process.wait()
+        self._signal_group(signal.SIGKILL)  # what is left of the group once it is gone
         self._close()
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, sig)
 
     def _close(self) -> None:
         self._writer.close()
