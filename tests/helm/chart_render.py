@@ -208,8 +208,8 @@ VALUE_SETS.append(
 )
 # Two worker pools (subworker.pools): "default" autoscaled on CPU with what it leaves unset
 # taken from subworker.*, "reports" with its own queues (a dotted one among them), image,
-# task modules, resources, scheduling and a KEDA ScaledObject; the PodMonitor and the
-# NetworkPolicies cover both.
+# task modules, process pool, resources, scheduling and a KEDA ScaledObject; the PodMonitor
+# and the NetworkPolicies cover both.
 POOLS = ("default", "reports")
 VALUE_SETS.append(
     ValueSet(
@@ -226,6 +226,9 @@ VALUE_SETS.append(
                         "image": {"repository": "acme/reports-worker", "tag": "3.1.0"},
                         "taskModules": ["fastworker.diagnostics", "acme.reports"],
                         "concurrency": 2,
+                        "processes": 4,
+                        "maxTasksPerChild": 500,
+                        "maxMemoryPerChild": 1536,  # x 4 processes: under the 8Gi limit
                         "shutdownTimeout": 300,
                         "resources": {
                             "requests": {"cpu": "2", "memory": "4Gi"},
