@@ -8,8 +8,11 @@ from fastworker_control_plane.core.board import MAX_RETURNS, BoardConfig, TaskBo
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_protocol import (
     ErrorCode,
+    FailureReason,
+    Outcome,
     Param,
     Priority,
+    TaskError,
     TaskSignature,
     TaskSpec,
     TaskState,
@@ -169,3 +172,96 @@ def test_a_task_that_kills_every_worker_before_it_starts_fails_after_max_returns
     assert result.status == TaskState.FAILURE
     assert result.error is not None
     assert result.error.reason == "worker_lost"
+
+
+def crash(task_id: str) -> Outcome:
+    """What a subworker reports when the child process running the task died under it."""
+    error = TaskError(
+        type="WorkerCrashed",
+        reason=FailureReason.WORKER_CRASHED,
+        message="the child process (pid 77) running the task died: signal SIGSEGV",
+    )
+    return Outcome(task_id=task_id, ok=False, error=error, started_at=NOW, finished_at=NOW)
+
+
+def test_a_task_whose_child_process_crashed_goes_back_to_the_front_for_its_next_attempt() -> None:
+    # Given t1 running on w1 (one slot) and t2 queued behind it
+    board = board_with("w1", concurrency=1)
+    submit(board, "t1", "t2")
+    assert assigned(board, "w1") == ["t1"]
+    board.report("w1", ["t1"], [], NOW)
+
+    # When w1 reports that the child process running t1 died
+    finished = board.report("w1", [], [crash("t1")], NOW + 1)
+
+    # Then t1 is not final: it is queued ahead of t2 and delivered again as attempt 2
+    assert finished == []
+    assert status(board, "t1") == TaskState.QUEUED
+    plan = board.dispatch(["w1"])
+    assert [(a.id, a.attempt) for a in plan["w1"]] == [("t1", 2)]
+    # And the subworker itself is still registered and holding it
+    assert [w.in_flight for w in board.list_workers(NOW + 1)] == [1]
+
+
+def test_a_task_that_crashes_its_child_more_than_max_redeliveries_times_fails_as_crashed() -> None:
+    board = board_with("w1", max_redeliveries=2)
+    submit(board, "t1")
+    results = []
+    for n in range(3):
+        assert assigned(board, "w1") == ["t1"]
+        board.report("w1", ["t1"], [], NOW + n)
+        results = board.report("w1", [], [crash("t1")], NOW + n + 0.5)
+        assert (results == []) == (n < 2)
+
+    [result] = results
+    assert (result.status, result.attempts) == (TaskState.FAILURE, 3)
+    assert result.error is not None
+    assert (result.error.type, result.error.reason) == ("WorkerCrashed", "worker_crashed")
+    assert result.error.message == (
+        "the process running the task died 3 times; giving up after 2 redeliveries"
+    )
+    assert len(board) == 0
+
+
+def test_a_task_that_raised_follows_its_retry_policy_not_the_redelivery_one() -> None:
+    # Given a task allowed one retry, on a board allowing no redelivery
+    board = TaskBoard(BoardConfig(max_redeliveries=0), uniform=lambda low, high: high)
+    board.register("w1", "host-w1", 4, [TaskSignature(name="flaky", max_retries=1)], NOW)
+    board.submit([TaskSpec(name="flaky", id="t1")], Priority.NORMAL, NOW)
+    raised = Outcome(
+        task_id="t1",
+        ok=False,
+        error=TaskError(type="RuntimeError", message="boom", reason=FailureReason.EXCEPTION),
+    )
+
+    # When its first attempt raises, it waits its backoff to be retried
+    assert assigned(board, "w1") == ["t1"]
+    board.report("w1", ["t1"], [], NOW)
+    assert board.report("w1", [], [raised], NOW + 1) == []
+    assert status(board, "t1", NOW + 1) == TaskState.RETRYING
+    assert board.release_due(NOW + 2) == 1
+
+    # And when the retry raises too, it fails with its own error
+    assert [a.attempt for a in board.dispatch(["w1"])["w1"]] == [2]
+    board.report("w1", ["t1"], [], NOW + 2)
+    [result] = board.report("w1", [], [raised], NOW + 3)
+    assert (result.status, result.attempts) == (TaskState.FAILURE, 2)
+    assert result.error is not None
+    assert (result.error.type, result.error.reason) == ("RuntimeError", "exception")
+
+
+@pytest.mark.xfail(
+    reason="board._redeliver counts a crash as a loss only in state RUNNING: a crash outcome "
+    "arriving without a started notice (those may be dropped) counts as a return instead",
+)
+def test_a_crash_reported_without_a_started_notice_still_counts_against_max_redeliveries() -> None:
+    board = board_with("w1", max_redeliveries=1)
+    submit(board, "t1")
+    results = []
+    for n in range(2):
+        assert assigned(board, "w1") == ["t1"]
+        results = board.report("w1", [], [crash("t1")], NOW + n)  # its outcome says it started
+
+    [result] = results
+    assert result.error is not None
+    assert result.error.reason == "worker_crashed"

@@ -77,7 +77,9 @@ class Channel:
 
 class Child:
     """Runs chunks on the main thread; ``cancel`` (from the reader thread) decides, under
-    the lock, whether a task is skipped or the running one halted."""
+    the lock, whether a task is skipped or the running one halted. The reader thread marks
+    a chunk's tasks pending (``expect``) as it reads the chunk, not the main thread as it
+    starts it: a cancel read in between would find nothing to cancel, and run the task."""
 
     def __init__(self, channel: Channel, executor: Executor, registry: TaskRegistry) -> None:
         self._channel = channel
@@ -88,9 +90,14 @@ class Child:
         self._running: str | None = None
         self._halted = False
 
-    def run(self, chunk: list[Assignment]) -> None:
+    def expect(self, chunk: list[Assignment]) -> None:
+        """A chunk has arrived: its tasks are pending from now, before ``run`` takes it, so
+        a cancel read right behind it skips its task (the reader thread calls this)."""
         with self._lock:
-            self._pending = {a.id for a in chunk}
+            self._pending.update(a.id for a in chunk)
+
+    def run(self, chunk: list[Assignment]) -> None:
+        """Run the tasks of a chunk given to ``expect``, skipping those cancelled since."""
         for assignment in chunk:
             with self._lock:
                 if self._halted:
@@ -215,6 +222,7 @@ def _read_commands(channel: Channel, child: Child, chunks: queue.SimpleQueue[Any
     try:
         for message in _messages(channel):
             if isinstance(message, wire.Run):
+                child.expect(message.assignments)
                 chunks.put(message.assignments)
             elif isinstance(message, wire.Cancel):
                 child.cancel(message.task_id)
