@@ -250,10 +250,6 @@ def test_a_task_that_raised_follows_its_retry_policy_not_the_redelivery_one() ->
     assert (result.error.type, result.error.reason) == ("RuntimeError", "exception")
 
 
-@pytest.mark.xfail(
-    reason="board._redeliver counts a crash as a loss only in state RUNNING: a crash outcome "
-    "arriving without a started notice (those may be dropped) counts as a return instead",
-)
 def test_a_crash_reported_without_a_started_notice_still_counts_against_max_redeliveries() -> None:
     board = board_with("w1", max_redeliveries=1)
     submit(board, "t1")

@@ -376,6 +376,7 @@ class FakeSubworker:
     config: FakeConfig = field(default_factory=FakeConfig)
     registered: bool = True
     state: WorkerState = WorkerState.RUNNING
+    processes: None = None  # no process tasks: no pool
 
 
 def test_the_registry_adds_the_embedded_subworkers_series_when_there_is_one(

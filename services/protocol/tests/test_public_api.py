@@ -59,6 +59,7 @@ ERROR_CODES = {
 
 FAILURE_REASONS = {
     "exception", "unserializable_result", "timeout", "cancelled", "interrupted", "worker_lost",
+    "worker_crashed",
 }  # fmt: skip
 
 CODEC = fp.Codec()

@@ -471,10 +471,10 @@ class TaskBoard:
     def _redeliver(
         self, record: TaskRecord, now: float, reason: str, *, in_place: bool = False
     ) -> TaskResult | None:
-        """Queue a task its subworker held again, at the front. Only a started one counts
-        against ``max_redeliveries``; ``MAX_RETURNS`` bounds the others (a task may kill
-        its subworker before its start is reported)."""
-        if record.state == TaskState.RUNNING:
+        """Queue a task its subworker held again, at the front. Only a started one (or one
+        whose process crashed) counts against ``max_redeliveries``; ``MAX_RETURNS`` bounds
+        the others (a task may kill its subworker before its start is reported)."""
+        if record.state == TaskState.RUNNING or reason == FailureReason.WORKER_CRASHED:
             record.lost += 1
         else:
             record.returned += 1
