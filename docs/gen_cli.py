@@ -58,13 +58,25 @@ class _CpuCount:
     __repr__ = __str__
 
 
+# Modules that bind ``fastworker_subworker.processes.cpu_count`` (a default of the pools'
+# size), each patched where it is looked up.
+_CPU_COUNT_USERS = (
+    "fastworker_subworker.processes",
+    "fastworker_subworker.cli",
+    "fastworker_control_plane.cli",
+)
+
+
 @contextlib.contextmanager
 def _neutral_environment() -> Iterator[None]:
     hidden = {k: "" for k in os.environ if k.startswith("FASTWORKER_")}
     with mock.patch.dict(os.environ, hidden):
         for key in hidden:
             del os.environ[key]
-        with mock.patch("os.cpu_count", return_value=_CpuCount()):
+        with contextlib.ExitStack() as patches:
+            patches.enter_context(mock.patch("os.cpu_count", return_value=_CpuCount()))
+            for user in _CPU_COUNT_USERS:  # the CPUs this process may use (affinity, cgroup)
+                patches.enter_context(mock.patch(f"{user}.cpu_count", return_value=_CpuCount()))
             yield
 
 

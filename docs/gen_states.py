@@ -41,7 +41,8 @@ TASK_NOTES = """\
 * `scheduled` and `retrying` tasks wait on the control plane's scheduler heap and become
   `queued` when they are `due`.
 * `requeue` is a redelivery: the subworker holding the task was lost (or drained past its
-  shutdown timeout), and the task goes back to the front of its priority queue.
+  shutdown timeout), or the child process running it died (`worker_crashed`), and the
+  task goes back to the front of its priority queue.
 * A failure with retries left goes `failure` then `retrying` in the same step, so nobody
   waiting on the task sees the intermediate `failure`. See [Retries](../guides/retries.md).
 * `cancel` is accepted until the task is final; a task already on a subworker is stopped

@@ -3,6 +3,9 @@
 holds a ``mytasks.py``), then its ``uv run fastworker ...`` lines from that directory, with
 this checkout's own environment out of reach (no ``VIRTUAL_ENV``, its ``.venv/bin`` off
 ``PATH``). Ports come from ``FASTWORKER_*`` variables, so the commands stay verbatim.
+README's "Queues and limits" and "CPU-bound work and time limits" sections, and the queues
+and concurrency guides, run the same way: their files written, their servers started,
+every other command run in order.
 
 Slow (a venv and a pip install from PyPI for the third-party dependencies, ~15 s warm), so
 the install runs once for the module."""
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import shlex
@@ -365,3 +369,65 @@ async def test_the_queues_guide_runs_as_written(installed: Installed) -> None:
             path = app / f"guide_program_{index}.py"
             path.write_text(program, encoding="utf-8")
             run(["uv", "run", "python", path.name], app, client_env)
+
+
+def titled_blocks(text: str) -> dict[str, str]:
+    """The ``python title="NAME"`` blocks of a page, by title."""
+    found = re.findall(r'```python title="([^"]+)"\n(.*?)```', text, flags=re.DOTALL)
+    return dict(found)
+
+
+async def test_the_cpu_bound_section_runs_as_written(installed: Installed) -> None:
+    # Given README's crunch.py in the application directory
+    text = section("CPU-bound work and time limits")
+    [crunch] = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+    app = installed.app
+    (app / "crunch.py").write_text(crunch, encoding="utf-8")
+    servers, calls = (commands(block) for block in bash_blocks(text))
+    control_plane, subworker = servers
+    assert "--processes" in subworker, subworker
+    env, discovery = ports()
+    client_env = outside_env(FASTWORKER_DISCOVERY_ADDRESS=discovery)
+    # When its control plane and subworker run, and its commands are run in order
+    with (
+        started(control_plane, app, outside_env(**env), app.parent / "crunch-cp.log") as cp,
+        started(subworker, app, client_env, app.parent / "crunch-sw.log") as sw,
+    ):
+        await workers_seen(app, discovery, 1, task="count_primes")
+        printed = [run(argv, app, client_env).strip().splitlines()[-1] for argv in calls]
+        assert sw.interrupt() == 0, sw.output[-4000:]  # its children gone with it
+        assert cp.interrupt() == 0, cp.output[-4000:]
+    # Then the first finished and the second was cut short by its soft time limit
+    assert json.loads(printed[0]) == {"below": 100000, "primes": 9592, "complete": True}
+    cut = json.loads(printed[1])
+    assert cut["below"] == 100000000
+    assert cut["complete"] is False
+    assert 9592 < cut["primes"] < 5761455
+
+
+async def test_the_concurrency_guide_runs_as_written(installed: Installed) -> None:
+    # Given the guide's work.py and limits.py in the application directory
+    guide = (ROOT / "docs" / "guides" / "concurrency.md").read_text(encoding="utf-8")
+    files = titled_blocks(guide)
+    app = installed.app
+    for name in ("work.py", "limits.py"):
+        (app / name).write_text(files[name], encoding="utf-8")
+    blocks = bash_blocks(guide)
+    [servers] = [commands(b) for b in blocks if "control-plane" in b]
+    calls = [argv for b in blocks if "control-plane" not in b for argv in commands(b)]
+    control_plane, subworker = servers
+    env, discovery = ports()
+    client_env = outside_env(FASTWORKER_DISCOVERY_ADDRESS=discovery)
+    # When its control plane and subworker run, and every other command runs in order
+    with (
+        started(control_plane, app, outside_env(**env), app.parent / "work-cp.log") as cp,
+        started(subworker, app, client_env, app.parent / "work-sw.log") as sw,
+    ):
+        await workers_seen(app, discovery, 1, task="count_primes")
+        printed = [run(argv, app, client_env).strip() for argv in calls]
+        assert sw.interrupt() == 0, sw.output[-4000:]
+        assert cp.interrupt() == 0, cp.output[-4000:]
+    # Then each printed what its comment says
+    assert json.loads(printed[0].splitlines()[-1])["complete"] is True
+    assert json.loads(printed[1].splitlines()[-1])["complete"] is False
+    assert printed[2].splitlines()[-2:] == ["failure timeout", "cancelled"]
