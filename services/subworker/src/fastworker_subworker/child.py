@@ -18,9 +18,10 @@ has its span.
 ``soft_time_limit`` is a ``SIGALRM`` timer: its handler raises ``SoftTimeLimitExceeded``
 in the task. The hard limit is the subworker's to enforce, from outside.
 
-The child ignores ``SIGINT`` (a Ctrl-C in a terminal reaches the whole process group: the
-subworker drains, then stops its children) and exits at once when its subworker is gone
-(end of file on the socket; on Linux also a parent-death signal).
+The child leads its own process group (the subworker terminates the group, so what a task
+started ends with it), so a Ctrl-C in a terminal reaches only the subworker, which drains
+and then stops its children; it ignores ``SIGINT`` all the same. It exits at once when its
+subworker is gone (end of file on the socket; on Linux also a parent-death signal).
 """
 
 from __future__ import annotations
