@@ -13,7 +13,7 @@ from pathlib import Path
 import structlog
 from opentelemetry import trace
 
-from fastworker import SoftTimeLimitExceeded, task
+from fastworker import SoftTimeLimitExceeded, current_task, task
 
 _held: list[bytes] = []  # memory a task keeps, to grow its child
 
@@ -152,3 +152,15 @@ def hold_the_gil(path: str) -> int:
     """Notes its start, then computes in C for a long time without releasing the GIL."""
     Path(path).write_text("started")
     return sum(range(10**11))
+
+
+@task(pool="process", max_retries=2, retry_backoff=0.01)
+def attempts_seen_in_child(path: str, succeed_on: int) -> str:
+    """``current_task()`` in a child process, on each attempt."""
+    context = current_task()
+    assert context is not None
+    with Path(path).open("a") as seen:
+        seen.write(f"{context.id} {context.attempt} {context.queue}\n")
+    if context.attempt < succeed_on:
+        raise RuntimeError(f"attempt {context.attempt} fails")
+    return context.id

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import structlog
 
-from fastworker import task
+from fastworker import current_task, task
 
 
 @task
@@ -130,3 +130,15 @@ def nested(depth: int) -> object:
 def coerced(kind: str) -> object:
     """A value msgspec would coerce (to a list, a str), which the wire rule refuses."""
     return {"set": {1, 2}, "decimal": Decimal("1.10"), "uuid": uuid.UUID(int=5)}[kind]
+
+
+@task(max_retries=3, retry_backoff=0.01)
+def attempts_seen(path: str, succeed_on: int) -> str:
+    """Notes what ``current_task()`` says on each attempt; fails until ``succeed_on``."""
+    context = current_task()
+    assert context is not None
+    with Path(path).open("a") as seen:
+        seen.write(f"{context.id} {context.attempt} {context.queue}\n")
+    if context.attempt < succeed_on:
+        raise RuntimeError(f"attempt {context.attempt} fails")
+    return context.id

@@ -10,6 +10,7 @@ async with Client() as client:
     result = await client.submit_task("add", args=(2, 3))
 """
 
+from fastworker._context import TaskContext, current_task
 from fastworker._task import Task, TaskRegistry, default_registry, task
 from fastworker.client import BatchItem, Client, TaskPage, unwrap
 from fastworker.errors import (
@@ -50,6 +51,7 @@ __all__ = [
     "TLSError",
     "Task",
     "TaskCancelled",
+    "TaskContext",
     "TaskError",
     "TaskFailed",
     "TaskNotFound",
@@ -61,6 +63,7 @@ __all__ = [
     "Unauthorized",
     "UnknownTask",
     "__version__",
+    "current_task",
     "default_registry",
     "task",
     "unwrap",

@@ -349,3 +349,11 @@ def announce_from_base(address: str) -> Announce:
         results=tcp_address(host, ports.results, tls=tls),
         registration=tcp_address(host, ports.registration, tls=tls),
     )
+
+
+DELAY_OPTIONS = ("priority", "countdown", "eta", "idempotency_key", "queue")
+
+
+def delay_options(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Take ``delay``'s own options out of ``kwargs`` (the rest are the task's)."""
+    return {name: kwargs.pop(name) for name in DELAY_OPTIONS if name in kwargs}

@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, ParamSpec, Self, TypeVar, overload
 
 from fastworker._callbacks import Callback, CompletionWatcher
 from fastworker._calls import (
@@ -23,6 +23,7 @@ from fastworker._calls import (
     TaskRef,
     announce_from_base,
     batch_specs,
+    delay_options,
     eta_of,
     final,
     id_chunks,
@@ -35,6 +36,7 @@ from fastworker._calls import (
 )
 from fastworker._coalescer import SendBatch, SubmitCoalescer
 from fastworker._discovery import DiscoveryPeer
+from fastworker._task import Task
 from fastworker._transport import RequestChannel
 from fastworker.errors import ControlPlaneUnavailable, FastWorkerError, Timeout, unsendable
 from fastworker.tls import TLS
@@ -74,6 +76,9 @@ from fastworker_protocol import (
 __all__ = ["BatchItem", "Client", "TaskPage", "TaskRef", "announce_from_base", "unwrap"]
 
 M = TypeVar("M", bound=Message)
+
+
+P = ParamSpec("P")
 
 
 class Client:
@@ -186,9 +191,14 @@ class Client:
 
     # --- submitting -----------------------------------------------------------------------
 
+    @overload
+    async def delay(self, task: Task[P, Any], /, *args: P.args, **kwargs: P.kwargs) -> str: ...
+
+    @overload
     async def delay(
         self,
-        task: TaskRef,
+        task: str,
+        /,
         *args: Any,
         priority: Priority | str | None = None,
         countdown: float | None = None,
@@ -196,7 +206,9 @@ class Client:
         idempotency_key: str | None = None,
         queue: str | None = None,
         **kwargs: Any,
-    ) -> str:
+    ) -> str: ...
+
+    async def delay(self, task: TaskRef, /, *args: Any, **kwargs: Any) -> str:
         """Queue a task and return its id without waiting for it to run.
 
         ``countdown`` (seconds from now) or ``eta`` (a datetime, or Unix seconds) delay it.
@@ -206,15 +218,12 @@ class Client:
         own. ``priority``, ``countdown``, ``eta``, ``idempotency_key`` and ``queue`` are
         therefore not passed to the task.
         """
+        options = delay_options(kwargs)
         return await self.apply_async(
             task,
             args,
             kwargs,
-            priority=priority,
-            countdown=countdown,
-            eta=eta,
-            idempotency_key=idempotency_key,
-            queue=queue,
+            **options,
         )
 
     async def apply_async(

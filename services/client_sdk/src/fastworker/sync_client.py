@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, ParamSpec, Self, TypeVar, overload
 
 from fastworker._blocking import BlockingChannel, announcement
 from fastworker._callbacks import Callback
@@ -29,6 +29,7 @@ from fastworker._calls import (
     TaskRef,
     announce_from_base,
     batch_specs,
+    delay_options,
     eta_of,
     final,
     id_chunks,
@@ -39,6 +40,7 @@ from fastworker._calls import (
     task_spec,
     unwrap,
 )
+from fastworker._task import Task
 from fastworker.client import Client
 from fastworker.errors import ControlPlaneUnavailable, FastWorkerError, Timeout, unsendable
 from fastworker.tracing import send_spans
@@ -74,6 +76,9 @@ from fastworker_protocol import (
 )
 
 M = TypeVar("M", bound=Message)
+
+
+P = ParamSpec("P")
 
 
 class SyncClient:
@@ -157,9 +162,14 @@ class SyncClient:
 
     # --- submitting -----------------------------------------------------------------------
 
+    @overload
+    def delay(self, task: Task[P, Any], /, *args: P.args, **kwargs: P.kwargs) -> str: ...
+
+    @overload
     def delay(
         self,
-        task: TaskRef,
+        task: str,
+        /,
         *args: Any,
         priority: Priority | str | None = None,
         countdown: float | None = None,
@@ -167,17 +177,16 @@ class SyncClient:
         idempotency_key: str | None = None,
         queue: str | None = None,
         **kwargs: Any,
-    ) -> str:
+    ) -> str: ...
+
+    def delay(self, task: TaskRef, /, *args: Any, **kwargs: Any) -> str:
         """As :meth:`Client.delay`: queue a task and return its id."""
+        options = delay_options(kwargs)
         return self.apply_async(
             task,
             args,
             kwargs,
-            priority=priority,
-            countdown=countdown,
-            eta=eta,
-            idempotency_key=idempotency_key,
-            queue=queue,
+            **options,
         )
 
     def apply_async(

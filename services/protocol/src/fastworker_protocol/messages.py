@@ -76,6 +76,8 @@ class Assignment(Record):
     attempt: int = 1
     timeout: float | None = None
     priority: Priority | None = None  # the queue it came from (for traces and logs)
+    queue: str = DEFAULT_QUEUE  # the named queue it came from
+    eta: float | None = None  # when it was due, if it was delayed (Unix seconds)
 
 
 class TaskError(Record):

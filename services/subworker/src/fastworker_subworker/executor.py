@@ -15,6 +15,7 @@ import traceback
 from typing import Any
 
 from fastworker import Task, TaskRegistry
+from fastworker._context import enter, leave
 from fastworker_protocol import (
     Assignment,
     FailureReason,
@@ -50,7 +51,11 @@ class Executor:
         try:
             if task is None:
                 raise _unknown(assignment)
-            value = await task.fn(*assignment.args, **assignment.kwargs)
+            token = enter(assignment)
+            try:
+                value = await task.fn(*assignment.args, **assignment.kwargs)
+            finally:
+                leave(token)
         except Exception as exc:
             outcome, error = _failure(assignment, started, exc, _retryable(task, exc)), exc
         else:
@@ -68,7 +73,11 @@ class Executor:
         try:
             if task is None:
                 raise _unknown(assignment)
-            value = task.fn(*assignment.args, **assignment.kwargs)
+            token = enter(assignment)
+            try:
+                value = task.fn(*assignment.args, **assignment.kwargs)
+            finally:
+                leave(token)
         except BaseException as exc:  # even SystemExit: on a worker thread it is just a failure
             outcome, error = _failure(assignment, started, exc, _retryable(task, exc)), exc
         else:

@@ -116,6 +116,8 @@ class TaskRecord(msgspec.Struct, gc=False, array_like=True, omit_defaults=True):
             attempt=self.attempts,
             timeout=self.timeout,
             priority=self.priority,
+            queue=self.queue,
+            eta=self.eta,
         )
 
     def snapshot(self) -> TaskResult:
