@@ -4,8 +4,10 @@ the public CLI (``python -m fastworker.cli``) on free ports, and a connected ``C
 Topologies: ``cp`` is a control plane alone that runs tasks itself; ``cp+1sw`` and
 ``cp+2sw`` are a control plane with ``--local-concurrency 0`` plus subworkers;
 ``cp+1sw+journal`` is ``cp+1sw`` made durable (``--state-dir`` in a fresh temporary
-directory, so every acknowledgement waits for its fsync). The cluster is ready when
-``list_workers`` shows the workers that will run tasks.
+directory, so every acknowledgement waits for its fsync). The ``cpu_bound`` topologies
+(``CPU_WORKERS``: ``cp+1sw+1proc``, ...) are ``cp+1sw`` loading that scenario's tasks
+too, with the subworker's ``--processes`` and ``--concurrency`` their own. The cluster is
+ready when ``list_workers`` shows the workers that will run tasks.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-from bench.config import CONTROL_PLANE_FLAGS, SUBWORKER_FLAGS
+from bench.config import CONTROL_PLANE_FLAGS, CPU_WORKERS, SUBWORKER_FLAGS
 from bench.procs import Proc, Supervisor, free_port_block, rss_mib
 from fastworker import Client
 
-TASK_MODULES = "bench_tasks"
+TASK_MODULES: tuple[str, ...] = ("bench_tasks",)
+CPU_TASK_MODULES = ("bench_cpu_tasks",)
 SUBWORKERS = {"cp": 0, "cp+1sw": 1, "cp+2sw": 2, "cp+1sw+journal": 1}
+SUBWORKERS.update(dict.fromkeys(CPU_WORKERS, 1))
 JOURNALED = {"cp+1sw+journal"}
 READY_TIMEOUT = 30.0
 CLIENT_TIMEOUT = 30.0
@@ -60,7 +64,10 @@ class Cluster:
         return head + self.subworkers
 
     def start_control_plane(
-        self, local_concurrency: int | None, state_dir: str | None = None
+        self,
+        local_concurrency: int | None,
+        state_dir: str | None = None,
+        task_modules: tuple[str, ...] = TASK_MODULES,
     ) -> Proc:
         """``local_concurrency=None`` keeps the control plane's default (the CPU count)."""
         local = [] if local_concurrency is None else ["--local-concurrency", str(local_concurrency)]
@@ -70,7 +77,7 @@ class Cluster:
             "control-plane",
             "fastworker.cli",
             "control-plane",
-            *("--task-modules", TASK_MODULES),
+            *_task_modules_flags(task_modules),
             *("--base-port", str(self.base_port)),
             *("--discovery-port", str(self.discovery_port)),
             *CONTROL_PLANE_FLAGS,
@@ -78,14 +85,22 @@ class Cluster:
         )
         return self.control_plane
 
-    def start_subworker(self, concurrency: int | None) -> Proc:
-        """``concurrency=None`` keeps the subworker's default (the CPU count)."""
+    def start_subworker(
+        self,
+        concurrency: int | None,
+        task_modules: tuple[str, ...] = TASK_MODULES,
+        processes: int | None = None,
+    ) -> Proc:
+        """``concurrency=None`` (``processes=None``) keeps the subworker's default (the CPU
+        count)."""
         extra = [] if concurrency is None else ["--concurrency", str(concurrency)]
+        if processes is not None:
+            extra += ["--processes", str(processes)]
         proc = self.supervisor.python_module(
             "subworker",
             "fastworker.cli",
             "subworker",
-            *("--task-modules", TASK_MODULES),
+            *_task_modules_flags(task_modules),
             *("--discovery-address", self.discovery),
             *SUBWORKER_FLAGS,
             *extra,
@@ -145,6 +160,10 @@ class Cluster:
         self.subworkers, self.control_plane = [], None
 
 
+def _task_modules_flags(modules: tuple[str, ...]) -> list[str]:
+    return ["--task-modules", *modules]  # one flag: a repeated one keeps only its last values
+
+
 @asynccontextmanager
 async def cluster_session(supervisor: Supervisor) -> AsyncIterator[Cluster]:
     """A cluster with nothing started yet; whatever was started is stopped on exit, and an
@@ -169,14 +188,20 @@ async def running_cluster(
 
     ``worker_concurrency`` is the concurrency of whatever runs tasks (the control plane's
     local concurrency for ``cp``, each subworker's otherwise); ``None`` keeps the defaults.
+    A ``cpu_bound`` topology has its own (``CPU_WORKERS``).
     """
     subworkers = SUBWORKERS[topology]
+    processes: int | None = None
+    modules = TASK_MODULES
+    if topology in CPU_WORKERS:
+        processes, worker_concurrency = CPU_WORKERS[topology]
+        modules = CPU_TASK_MODULES
     with tempfile.TemporaryDirectory(prefix="fastworker-bench-") as state:
         async with cluster_session(supervisor) as cluster:
             local = worker_concurrency if subworkers == 0 else 0
-            cluster.start_control_plane(local, state if topology in JOURNALED else None)
+            cluster.start_control_plane(local, state if topology in JOURNALED else None, modules)
             for _ in range(subworkers):
-                cluster.start_subworker(worker_concurrency)
+                cluster.start_subworker(worker_concurrency, modules, processes)
             async with cluster.client() as client:
                 await cluster.wait_workers(client, remote=subworkers, local=subworkers == 0)
                 yield cluster, client

@@ -5,12 +5,26 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-SCENARIOS = ("floor", "latency", "pipelined", "batch", "io_bound", "sync", "memory")
+SCENARIOS = ("floor", "latency", "pipelined", "batch", "io_bound", "sync", "memory", "cpu_bound")
 TOPOLOGY_SCENARIOS = ("latency", "pipelined", "batch", "io_bound", "sync")
 TOPOLOGIES = ("cp", "cp+1sw", "cp+2sw", "cp+1sw+journal")
 # `sync` is the peers' shape (control plane that only dispatches + one subworker), so it
 # runs on that topology alone.
 SYNC_TOPOLOGIES = ("cp+1sw",)
+# `cpu_bound` runs on one subworker (the control plane only dispatches), topology ->
+# (--processes, --concurrency): its process tasks with a pool of 1 and of 2 children, 2
+# children with 4 slots (a task waits beside each child: no child idles while its next
+# task is on its way), and the same work as a thread task (its subworker has one idle
+# child: it loads the process task too).
+CPU_WORKERS = {
+    "cp+1sw+1proc": (1, 2),
+    "cp+1sw+2proc": (2, 2),
+    "cp+1sw+2proc+4slots": (2, 4),
+    "cp+1sw+threads": (1, 2),
+}
+CPU_TOPOLOGIES = tuple(CPU_WORKERS)
+ALL_TOPOLOGIES = TOPOLOGIES + CPU_TOPOLOGIES
+CPU_TASK_S = 0.020  # the CPU one cpu_bound task burns, calibrated on this machine at start
 
 RESULT_MAX_SIZE = 200_000  # so a 100,000-task run is not evicted before it is fetched
 SUBMIT_CHUNK = 1_000  # tasks per submit_batch call
@@ -49,6 +63,8 @@ class Sizes:
     sync_round_trips: int = 500  # sequential SyncClient.submit_task round trips
     sync_warmup: int = 50  # untimed round trips before the delay calls (as the peers)
     sync_post_burst: int = 10  # untimed round trips between the delay calls and the timed ones
+    cpu_bound: int = 100  # tasks of CPU_TASK_S each, in one submit_batch, then every result
+    cpu_bound_warmup: int = 4  # untimed tasks first (the children's and slots' first ones)
 
 
 SMOKE_SIZES = Sizes(
@@ -66,6 +82,8 @@ SMOKE_SIZES = Sizes(
     sync_round_trips=50,
     sync_warmup=10,
     sync_post_burst=5,
+    cpu_bound=20,
+    cpu_bound_warmup=2,
 )
 
 
@@ -88,6 +106,10 @@ class BenchConfig:
             "scenarios": list(self.only),
             "topologies": list(TOPOLOGIES),
             "sync_topologies": list(SYNC_TOPOLOGIES),
+            "cpu_workers": {
+                t: {"processes": p, "concurrency": c} for t, (p, c) in CPU_WORKERS.items()
+            },
+            "cpu_task_s": CPU_TASK_S,
             "submit_chunk": SUBMIT_CHUNK,
             "pipeline_depth": PIPELINE_DEPTH,
             "io_sleep_s": IO_SLEEP_S,
@@ -101,6 +123,7 @@ class BenchConfig:
                 "cp+1sw": 0,
                 "cp+2sw": 0,
                 "cp+1sw+journal": 0,
+                **dict.fromkeys(CPU_TOPOLOGIES, 0),
             },
             "journal": "cp+1sw+journal: cp+1sw with --state-dir in a fresh temporary directory",
             "io_bound_concurrency": "--local-concurrency 100 (cp), --concurrency 100 (subworkers)",

@@ -11,7 +11,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from bench.config import SCENARIOS, TOPOLOGIES, BenchConfig
+from bench.config import ALL_TOPOLOGIES, SCENARIOS, BenchConfig
 
 Results = dict[str, dict[str, Any]]
 
@@ -63,7 +63,7 @@ def split_key(key: str) -> tuple[str, str, str]:
     for keys without one."""
     scenario, _, rest = key.partition(".")
     metric, _, last = rest.rpartition(".")
-    if last in TOPOLOGIES:
+    if last in ALL_TOPOLOGIES:
         return scenario, metric, last
     return scenario, rest, "-"
 
@@ -107,7 +107,7 @@ def _order(results: Results) -> list[str]:
 
     def rank(key: str) -> tuple[int, int, int]:
         scenario, metric, topology = split_key(key)
-        topo = TOPOLOGIES.index(topology) if topology in TOPOLOGIES else -1
+        topo = ALL_TOPOLOGIES.index(topology) if topology in ALL_TOPOLOGIES else -1
         return SCENARIOS.index(scenario), first_seen[(scenario, metric)], topo
 
     return sorted(results, key=rank)

@@ -1,7 +1,8 @@
 """Runs the selected scenarios, each repeated, and collects one summary per metric key.
 
 Keys are ``scenario.metric.topology`` (``latency.p50_ms.cp+1sw``), or ``scenario.metric``
-for the topology-independent ones (``memory.rss_mb.idle``, ``floor.tasks_per_s.single``).
+for the topology-independent ones (``memory.rss_mb.idle``, ``floor.tasks_per_s.single``,
+``cpu_bound.speedup.2proc_over_1proc``).
 A scenario that fails records ``{"error": ...}`` under each of its keys and the run goes
 on; only cancellation (Ctrl-C) stops it.
 """
@@ -9,14 +10,16 @@ on; only cancellation (Ctrl-C) stops it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.cluster import running_cluster
+from bench.cluster import Cluster, running_cluster
 from bench.config import BenchConfig
+from bench.cpu_scenario import CPU_BOUND, speedups, task_entry, turns
 from bench.floor import FLOOR_UNITS, floor_session, measure_floor
 from bench.floor_blocking import BLOCKING_FLOOR_UNITS, blocking_floor_session
 from bench.memory import MEMORY_UNITS, measure_memory
@@ -59,6 +62,8 @@ class Runner:
                 await self._record(BLOCKING_FLOOR_UNITS, "floor.{}", self._blocking_floor)
             elif name == "memory":
                 await self._record(MEMORY_UNITS, "memory.{}", self._memory)
+            elif name == CPU_BOUND.name:
+                await self._cpu_bound()
             else:
                 scenario = CLUSTER_SCENARIOS[name]
                 for topology in scenario.topologies:
@@ -78,6 +83,65 @@ class Runner:
                 return await self._repeat(label, lambda: within(scenario.measure(run), run.timeout))
 
         await self._record(scenario.units, f"{scenario.name}.{{}}.{topology}", body)
+
+    async def _cpu_bound(self) -> None:
+        """Calibrated once (before any cluster runs), so every topology runs the same work;
+        every topology's cluster started first, then the repeats take turns (see
+        ``cpu_scenario``). A topology that fails drops out; the others go on."""
+        scenario = CPU_BOUND
+        self.results["cpu_bound.task_ms"] = entry = task_entry()
+        self._say(f"cpu_bound: one task is {entry['rounds']:,} rounds, {fmt(entry['median'])} ms")
+        async with contextlib.AsyncExitStack() as stack:
+            runs = await self._start_all(scenario, stack)
+            collected = await self._take_turns(scenario, runs)
+        for topology in runs:
+            for metric, unit in scenario.units.items():
+                key = f"{scenario.name}.{metric}.{topology}"
+                self.results[key] = summarize(collected[topology][metric], unit)
+        self.results.update(speedups(self.results))
+
+    async def _start_all(
+        self, scenario: Scenario, stack: contextlib.AsyncExitStack
+    ) -> dict[str, tuple[Cluster, Run]]:
+        """A ready cluster per topology (stopped when ``stack`` closes), and its ``Run``."""
+        runs: dict[str, tuple[Cluster, Run]] = {}
+        for topology in scenario.topologies:
+            try:
+                cluster, client = await stack.enter_async_context(
+                    running_cluster(self.supervisor, topology, scenario.worker_concurrency)
+                )
+            except Exception as exc:
+                self._fail(scenario.units, f"{scenario.name}.{{}}.{topology}", exc)
+                continue
+            timeout = self._timeout(scenario)
+            runs[topology] = (
+                cluster,
+                Run(client, cluster.discovery, self.config.sizes, topology, timeout),
+            )
+        return runs
+
+    async def _take_turns(
+        self, scenario: Scenario, runs: dict[str, tuple[Cluster, Run]]
+    ) -> dict[str, Collected]:
+        """Each repeat measures every topology in ``runs``, in ``turns`` order; one that
+        fails is recorded so and removed from ``runs``."""
+        collected: dict[str, Collected] = {topology: {} for topology in runs}
+        repeats = self.config.repeats
+        for i in range(repeats):
+            for topology in turns([t for t in scenario.topologies if t in runs], i):
+                cluster, run = runs[topology]
+                try:
+                    metrics = await within(scenario.measure(run), run.timeout)
+                except Exception as exc:
+                    key = f"{scenario.name}.{{}}.{topology}"
+                    self._fail(scenario.units, key, exc, cluster.dead_report())
+                    cluster.stop()  # its tasks left running would slow the others' turns
+                    del runs[topology]
+                    continue
+                self._progress(f"{scenario.name} {topology} {i + 1}/{repeats}", metrics)
+                for metric, value in metrics.items():
+                    collected[topology].setdefault(metric, []).append(value)
+        return collected
 
     def _timeout(self, scenario: Scenario) -> float:
         return self.config.timeout_for(scenario.tasks(self.config.sizes))
@@ -121,13 +185,17 @@ class Runner:
         try:
             collected = await body()
         except Exception as exc:  # recorded as this scenario's outcome; the run goes on
-            message = f"{type(exc).__name__}: {exc}"
-            self._say(f"{key.format('*')} FAILED: {message}")
-            for metric in units:
-                self.results[key.format(metric)] = {"error": message}
+            self._fail(units, key, exc)
             return
         for metric, unit in units.items():
             self.results[key.format(metric)] = summarize(collected[metric], unit)
+
+    def _fail(self, units: dict[str, str], key: str, exc: Exception, dead: str = "") -> None:
+        """Record ``exc`` (and which processes died, if any) under each of ``key``'s metrics."""
+        message = f"{type(exc).__name__}: {exc}" + (f" [{dead}]" if dead else "")
+        self._say(f"{key.format('*')} FAILED: {message}")
+        for metric in units:
+            self.results[key.format(metric)] = {"error": message}
 
     def _progress(self, label: str, metrics: dict[str, float]) -> None:
         shown = ", ".join(f"{k}={fmt(v)}" for k, v in metrics.items())

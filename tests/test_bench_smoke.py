@@ -42,8 +42,19 @@ SYNC_ONLY = (  # the blocking client runs on the peers' topology alone
     "sync.p50_ms.cp+1sw",
     "sync.p99_ms.cp+1sw",
 )
+CPU_TOPOLOGIES = ("cp+1sw+1proc", "cp+1sw+2proc", "cp+1sw+2proc+4slots", "cp+1sw+threads")
+CPU_BOUND = (  # one subworker: process tasks with 1 and 2 children, the same work on threads
+    *(f"cpu_bound.tasks_per_s.{t}" for t in CPU_TOPOLOGIES),
+    "cpu_bound.task_ms",
+    "cpu_bound.speedup.2proc_over_1proc",
+    "cpu_bound.speedup.2proc_4slots_over_1proc",
+    "cpu_bound.speedup.threads_over_1proc",
+)
 EXPECTED_KEYS = (
-    [f"{m}.{t}" for m in PER_TOPOLOGY for t in TOPOLOGIES] + list(TOPOLOGY_FREE) + list(SYNC_ONLY)
+    [f"{m}.{t}" for m in PER_TOPOLOGY for t in TOPOLOGIES]
+    + list(TOPOLOGY_FREE)
+    + list(SYNC_ONLY)
+    + list(CPU_BOUND)
 )
 
 
@@ -68,6 +79,7 @@ def test_a_smoke_run_exits_0_and_writes_a_numeric_median_for_every_key(tmp_path:
     results = doc["results"]
     assert [k for k in EXPECTED_KEYS if k not in results] == []
     assert [k for k in results if k.startswith("sync.") and k not in SYNC_ONLY] == []
+    assert [k for k in results if k.startswith("cpu_bound.") and k not in CPU_BOUND] == []
     not_numeric = {k: results[k] for k in EXPECTED_KEYS if not _is_number(results[k].get("median"))}
     assert not_numeric == {}
     assert {"cores", "cpu_model", "python", "platform", "versions", "date"} <= set(doc["machine"])
