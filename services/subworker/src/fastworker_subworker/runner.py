@@ -102,10 +102,14 @@ class TaskRunner:
         )
 
     def prefetch_hint(self) -> int:
+        """Tasks wanted beyond the slots: about ``PREFETCH_WORK`` of work per slot, and
+        with a process pool at least one per child, so a child that finishes a long task
+        takes the next one here rather than idling through a round trip."""
+        floor = 0 if self._processes is None else self._processes.options.processes
         if self.mean_duration is None:
-            return 0
+            return floor
         work = self._concurrency * PREFETCH_WORK
-        return min(MAX_PREFETCH, int(work / max(self.mean_duration, 1e-6)))
+        return max(floor, min(MAX_PREFETCH, int(work / max(self.mean_duration, 1e-6))))
 
     def submit(self, assignments: list[Assignment]) -> None:
         loop = asyncio.get_running_loop()
