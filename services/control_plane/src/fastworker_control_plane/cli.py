@@ -31,6 +31,7 @@ from fastworker_protocol import (
     DEFAULT_MAX_MESSAGE_SIZE,
 )
 from fastworker_subworker import TaskModuleError, load_task_modules
+from fastworker_subworker.cli import add_recycling_options
 from fastworker_subworker.health import PortInUse, check
 from fastworker_subworker.processes import cpu_count
 
@@ -94,23 +95,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         help='child processes for the @task(pool="process") tasks the control plane runs '
         "itself, as a subworker's --processes",
     )
-    add_option(
-        parser,
-        "--max-tasks-per-child",
-        type=int,
-        default=None,
-        metavar="N",
-        help="replace one of its child processes after it has run N tasks (none: never)",
-    )
-    add_option(
-        parser,
-        "--max-memory-per-child",
-        type=int,
-        default=None,
-        metavar="MIB",
-        help="replace one of its child processes, between tasks, once its resident memory "
-        "is over MIB mebibytes (none: never)",
-    )
+    add_recycling_options(parser)
     add_option(
         parser,
         "--shutdown-timeout",

@@ -46,9 +46,9 @@ import structlog
 from fastworker import SoftTimeLimitExceeded, Task, TaskRegistry
 from fastworker.log_setup import configure_logging
 from fastworker.tracing import configure_tracing
-from fastworker_protocol import Assignment, Outcome, TaskError
+from fastworker_protocol import Assignment, Outcome
 from fastworker_subworker import child_wire as wire
-from fastworker_subworker.executor import Executor
+from fastworker_subworker.executor import Executor, failure
 from fastworker_subworker.instrument import TaskInstrument
 
 log = structlog.get_logger(__name__)
@@ -120,15 +120,7 @@ class Child:
             with _soft_limit(soft):
                 return self._executor.run_sync(assignment)
         except SoftTimeLimitExceeded as exc:  # fired just as the task returned
-            error = TaskError(type=type(exc).__name__, message=str(exc))
-            return Outcome(
-                task_id=assignment.id,
-                ok=False,
-                error=error,
-                started_at=started,
-                finished_at=time.time(),
-                retryable=False,
-            )
+            return failure(assignment, started, exc, retryable=False)
 
     def cancel(self, task_id: str) -> None:
         with self._lock:

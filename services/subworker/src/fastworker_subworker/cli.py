@@ -56,23 +56,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         help='child processes for tasks declared @task(pool="process"), started only if '
         "there are some (the CPU count by default)",
     )
-    add_option(
-        parser,
-        "--max-tasks-per-child",
-        type=int,
-        default=None,
-        metavar="N",
-        help="replace a child process after it has run N tasks (none: never)",
-    )
-    add_option(
-        parser,
-        "--max-memory-per-child",
-        type=int,
-        default=None,
-        metavar="MIB",
-        help="replace a child process, between tasks, once its resident memory is over "
-        "MIB mebibytes (none: never)",
-    )
+    add_recycling_options(parser)
     add_option(
         parser,
         "--queues",
@@ -121,6 +105,27 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     add_log_level(parser)
     parser.set_defaults(run=run)
     return parser
+
+
+def add_recycling_options(parser: argparse.ArgumentParser) -> None:
+    """When a process pool's children are replaced (the control plane's pool too)."""
+    add_option(
+        parser,
+        "--max-tasks-per-child",
+        type=int,
+        default=None,
+        metavar="N",
+        help="replace a child process after it has run N tasks (none: never)",
+    )
+    add_option(
+        parser,
+        "--max-memory-per-child",
+        type=int,
+        default=None,
+        metavar="MIB",
+        help="replace a child process, between tasks, once its resident memory is over "
+        "MIB mebibytes (none: never)",
+    )
 
 
 def command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

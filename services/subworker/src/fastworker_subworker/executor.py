@@ -57,7 +57,7 @@ class Executor:
             finally:
                 leave(token)
         except Exception as exc:
-            outcome, error = _failure(assignment, started, exc, _retryable(task, exc)), exc
+            outcome, error = failure(assignment, started, exc, _retryable(task, exc)), exc
         else:
             outcome = _success(assignment, started, value)
         finally:
@@ -79,7 +79,7 @@ class Executor:
             finally:
                 leave(token)
         except BaseException as exc:  # even SystemExit: on a worker thread it is just a failure
-            outcome, error = _failure(assignment, started, exc, _retryable(task, exc)), exc
+            outcome, error = failure(assignment, started, exc, _retryable(task, exc)), exc
         else:
             outcome = _success(assignment, started, value)
         self._instrument.end(scope, outcome, error)
@@ -105,7 +105,7 @@ def _success(assignment: Assignment, started: float, value: Any) -> Outcome:
     problem = check_portable(value, "result")
     if problem is not None:
         unportable = TypeError(f"result of type {_type_name(value)} cannot be sent: {problem}")
-        return _failure(assignment, started, unportable, False, FailureReason.UNSERIALIZABLE_RESULT)
+        return failure(assignment, started, unportable, False, FailureReason.UNSERIALIZABLE_RESULT)
     if type(value) is bytearray or type(value) is memoryview:
         value = bytes(value)  # a buffer the task may still change: send what it returned
     return Outcome(
@@ -122,7 +122,7 @@ def _type_name(value: Any) -> str:
     )
 
 
-def _failure(
+def failure(
     assignment: Assignment,
     started: float,
     exc: BaseException,
