@@ -112,6 +112,12 @@ class Cluster:
     procs: list[Proc] = field(default_factory=list)
     http_port: int = 0  # the HTTP port of the last control plane started
 
+    def __post_init__(self) -> None:
+        # Each pick is free on its own, so two picks can overlap: a discovery port inside
+        # the base block is refused by the control plane ("collides with the range").
+        while self.base_port <= self.discovery_port < self.base_port + 6:
+            self.discovery_port = free_port_block(1)
+
     @property
     def http(self) -> str:
         return f"http://127.0.0.1:{self.http_port}"
