@@ -3,7 +3,6 @@ and on cancel, their crashes survived, their children recycled."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -62,11 +61,14 @@ async def test_the_hard_limit_kills_the_child_frees_the_slot_and_the_next_runs_f
     # And the next task runs at once, in a fresh child
     after = (await client.submit_task("pid_of", timeout=20)).result
     assert after != before
-    # And the side effect never happens: the child is gone (watched past when it would write)
-    deadline = time.monotonic() + 3.0
-    while time.monotonic() < deadline:
-        assert not target.exists(), "the killed task wrote its file"
-        await asyncio.sleep(0.1)
+    # And the side effect never happens: its child is gone before it could write
+    assert isinstance(before, int)
+
+    async def killed() -> bool:
+        return not alive(before)
+
+    await wait_until(killed, 5, "the timed-out task's child to be gone")
+    assert not target.exists(), "the killed task wrote its file"
 
 
 async def test_the_soft_limit_raises_inside_the_task_which_cleans_up(
@@ -99,10 +101,12 @@ async def test_cancelling_a_running_process_task_terminates_it(
     assert follow.status == TaskStatus.SUCCESS
     [pid] = marker.read_text().split()
     assert int(pid) != follow.result
-    deadline = time.monotonic() + 3.5
-    while time.monotonic() < deadline:
-        assert not target.exists(), "the cancelled task wrote its file"
-        await asyncio.sleep(0.1)
+
+    async def terminated() -> bool:
+        return not alive(int(pid))
+
+    await wait_until(terminated, 5, "the cancelled task's child to be gone")
+    assert not target.exists(), "the cancelled task wrote its file"
 
 
 @pytest.mark.parametrize("how", ["exit", "segv"])
