@@ -1,0 +1,3 @@
+"""Testing code that uses FastWorker (in progress)."""
+
+__all__: list[str] = []
