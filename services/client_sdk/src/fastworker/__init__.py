@@ -11,6 +11,7 @@ async with Client() as client:
 """
 
 from fastworker._context import TaskContext, current_task
+from fastworker._default import configure, default_client
 from fastworker._task import Task, TaskRegistry, default_registry, task
 from fastworker.client import BatchItem, Client, TaskPage, unwrap
 from fastworker.errors import (
@@ -63,7 +64,9 @@ __all__ = [
     "Unauthorized",
     "UnknownTask",
     "__version__",
+    "configure",
     "current_task",
+    "default_client",
     "default_registry",
     "task",
     "unwrap",

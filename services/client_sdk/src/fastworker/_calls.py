@@ -334,6 +334,13 @@ def task_page(reply: TaskList) -> TaskPage:
     return page
 
 
+def lane_address(announce: Announce, lane: Priority | None) -> str:
+    """Where ``announce`` takes submissions of priority ``lane`` (``None``: results)."""
+    if lane is None:
+        return announce.results
+    return announce.submit[Priority.by_rank().index(lane)]
+
+
 def announce_from_base(address: str) -> Announce:
     """The addresses of a control plane given its first submission address
     (``tcp://h:5555``, or ``tls+tcp://h:5555``)."""

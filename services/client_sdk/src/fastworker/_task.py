@@ -7,8 +7,9 @@ name only if a module it loaded registered it. Nothing from the wire is imported
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from fastworker_protocol import (
@@ -55,6 +56,53 @@ class Task(Generic[P, R]):
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
+
+    def delay(self, *args: P.args, **kwargs: P.kwargs) -> str:
+        """Queue this task through the process's default client and return its id (set
+        the client up with ``fastworker.configure``, or ``FASTWORKER_*`` variables).
+        Every keyword is the task's own; submission options go to ``apply_async``."""
+        from fastworker._default import default_client
+
+        return default_client().apply_async(self, args, kwargs)
+
+    def apply_async(
+        self,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        priority: Priority | str | None = None,
+        task_id: str | None = None,
+        countdown: float | None = None,
+        eta: datetime | float | None = None,
+        max_retries: int | None = None,
+        time_limit: float | None = None,
+        idempotency_key: str | None = None,
+        queue: str | None = None,
+    ) -> str:
+        """Queue this task with options (those of :meth:`fastworker.Client.apply_async`)
+        through the process's default client, and return its id."""
+        from fastworker._default import default_client
+
+        return default_client().apply_async(
+            self,
+            args,
+            kwargs,
+            priority=priority,
+            task_id=task_id,
+            countdown=countdown,
+            eta=eta,
+            max_retries=max_retries,
+            time_limit=time_limit,
+            idempotency_key=idempotency_key,
+            queue=queue,
+        )
+
+    def delay_on_commit(self, *args: P.args, **kwargs: P.kwargs) -> None:
+        """Queue this task once the current Django database transaction commits (at once
+        outside one; never if it rolls back). Needs ``fastworker.integration.django``."""
+        from fastworker.integration.django import delay_on_commit
+
+        delay_on_commit(self, args, kwargs)
 
     def signature(self) -> TaskSignature:
         """The wire form of the parameters, so the control plane can check arguments."""

@@ -8,11 +8,12 @@ in flight at once; each is a separate NNG context.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar, overload
 
+from fastworker import _local as local
 from fastworker._callbacks import Callback, CompletionWatcher
 from fastworker._calls import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -27,6 +28,7 @@ from fastworker._calls import (
     eta_of,
     final,
     id_chunks,
+    lane_address,
     limit_change,
     priority_of,
     queue_action,
@@ -78,6 +80,7 @@ __all__ = ["BatchItem", "Client", "TaskPage", "TaskRef", "announce_from_base", "
 M = TypeVar("M", bound=Message)
 
 
+Channel = RequestChannel | local.LocalChannel
 P = ParamSpec("P")
 
 
@@ -125,26 +128,34 @@ class Client:
         self.timeout = settings.timeout
         self.retries = settings.retries
         self.connect_timeout = settings.connect_timeout
-        self._submit: dict[Priority, RequestChannel] = {}
+        self._submit: dict[Priority, Channel] = {}
         self._coalescers: dict[Priority, SubmitCoalescer] = {}
         self._watcher: CompletionWatcher | None = None
-        self._results: RequestChannel | None = None
+        self._results: Channel | None = None
         self._known = KnownResults()
 
     # --- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Find the control plane and connect to it; idempotent."""
-        if self._results is None:
-            self._open(await self._locate())
+        """Find the control plane and connect to it; idempotent. Under
+        ``fastworker.testing`` (``eager()``, a ``Cluster``) it connects to that instead."""
+        if self._results is not None:
+            return
+        backend = local.installed()
+        if backend is not None:
+            s = self._settings
+            self._open(lambda lane: local.LocalChannel(backend, lane, s.codec, s.auth))
+            return
+        self._connect_to(await self._locate())
 
-    def _open(self, announce: Announce) -> None:
+    def _connect_to(self, announce: Announce) -> None:
         """Connect to the control plane that made ``announce``."""
-        self._submit = {
-            p: self._channel(addr, announce)
-            for p, addr in zip(Priority.by_rank(), announce.submit, strict=True)
-        }
-        self._results = self._channel(announce.results, announce)
+        self._open(lambda lane: self._channel(lane_address(announce, lane), announce))
+
+    def _open(self, connect: Callable[[local.Lane], Channel]) -> None:
+        """Open a channel per submission priority and one for results."""
+        self._submit = {p: connect(p) for p in Priority.by_rank()}
+        self._results = connect(None)
         self._coalescers = {p: SubmitCoalescer(self._batch_sender(p)) for p in self._submit}
         self._watcher = CompletionWatcher(self._get_any)
 
@@ -478,7 +489,7 @@ class Client:
     # --- plumbing ---------------------------------------------------------------------------
 
     async def _request(
-        self, channel: RequestChannel, message: Message, reply_type: type[M], wait: float | None
+        self, channel: Channel, message: Message, reply_type: type[M], wait: float | None
     ) -> M:
         # One deadline for the call, shared by its attempts (see Budget).
         loop = asyncio.get_running_loop()
@@ -495,7 +506,7 @@ class Client:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _results_channel(self) -> RequestChannel:
+    def _results_channel(self) -> Channel:
         self._require_started()
         assert self._results is not None
         return self._results

@@ -16,11 +16,12 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar, overload
 
+from fastworker import _local as local
 from fastworker._blocking import BlockingChannel, announcement
 from fastworker._callbacks import Callback
 from fastworker._calls import (
@@ -33,6 +34,7 @@ from fastworker._calls import (
     eta_of,
     final,
     id_chunks,
+    lane_address,
     limit_change,
     priority_of,
     queue_action,
@@ -76,6 +78,7 @@ from fastworker_protocol import (
 )
 
 M = TypeVar("M", bound=Message)
+Channel = BlockingChannel | local.LocalBlockingChannel
 
 
 P = ParamSpec("P")
@@ -98,31 +101,37 @@ class SyncClient:
         self._settings = self._client._settings
         self._lock = threading.Lock()
         self._announce: Announce | None = None
-        self._submit: dict[Priority, BlockingChannel] = {}
-        self._results: BlockingChannel | None = None
+        self._submit: dict[Priority, Channel] = {}
+        self._results: Channel | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
     # --- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Find the control plane and connect to it; idempotent."""
+        """Find the control plane and connect to it; idempotent. Under
+        ``fastworker.testing`` (``eager()``, a ``Cluster``) it connects to that instead."""
         with self._lock:
             if self._results is not None:
                 return
             s = self._settings
+            backend = local.installed()
+            if backend is not None:
+                self._open(lambda lane: local.LocalBlockingChannel(backend, lane, s.codec, s.auth))
+                self._announce = None
+                return
             if s.address is not None:
                 announce = announce_from_base(s.address)
             else:
                 announce = announcement(
                     s.discovery_address, s.codec, s.tls, s.timeout, s.connect_timeout
                 )
-            self._submit = {
-                p: self._channel(address, announce)
-                for p, address in zip(Priority.by_rank(), announce.submit, strict=True)
-            }
-            self._results = self._channel(announce.results, announce)
+            self._open(lambda lane: self._channel(lane_address(announce, lane), announce))
             self._announce = announce
+
+    def _open(self, connect: Callable[[local.Lane], Channel]) -> None:
+        self._submit = {p: connect(p) for p in Priority.by_rank()}
+        self._results = connect(None)
 
     def _channel(self, address: str, announce: Announce) -> BlockingChannel:
         s = self._settings
@@ -373,7 +382,7 @@ class SyncClient:
         """The async client watching for callbacks, and the loop of its thread; both
         started on first use, connected to the control plane this client found."""
         with self._lock:
-            if self._announce is None:
+            if self._results is None:
                 raise _not_started()
             if self._loop is None:
                 loop = asyncio.new_event_loop()
@@ -381,7 +390,8 @@ class SyncClient:
                     target=loop.run_forever, name="fastworker-callbacks", daemon=True
                 )
                 thread.start()
-                asyncio.run_coroutine_threadsafe(_open(self._client, self._announce), loop).result()
+                opening = _open(self._client, self._announce)
+                asyncio.run_coroutine_threadsafe(opening, loop).result()
                 self._loop, self._thread = loop, thread
             return self._client, self._loop
 
@@ -389,7 +399,7 @@ class SyncClient:
 
     def _request(
         self,
-        channel: BlockingChannel,
+        channel: Channel,
         message: Message,
         reply_type: type[M],
         wait: float | None = None,
@@ -408,21 +418,25 @@ class SyncClient:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _submit_channel(self, priority: Priority) -> BlockingChannel:
+    def _submit_channel(self, priority: Priority) -> Channel:
         channel = self._submit.get(priority)
         if channel is None:
             raise _not_started()
         return channel
 
-    def _results_channel(self) -> BlockingChannel:
+    def _results_channel(self) -> Channel:
         channel = self._results
         if channel is None:
             raise _not_started()
         return channel
 
 
-async def _open(client: Client, announce: Announce) -> None:
-    client._open(announce)
+async def _open(client: Client, announce: Announce | None) -> None:
+    """Connect the callback thread's client where this one is (``None``: in-process)."""
+    if announce is None:
+        await client.start()
+    else:
+        client._connect_to(announce)
 
 
 def _not_started() -> FastWorkerError:

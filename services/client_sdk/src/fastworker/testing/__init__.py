@@ -1,3 +1,36 @@
-"""Testing code that uses FastWorker (in progress)."""
+"""Testing code that submits tasks, without a cluster on the network.
 
-__all__: list[str] = []
+* :func:`eager`: tasks run inline, in the caller, when submitted (Celery's
+  ``task_always_eager``, Dramatiq's ``StubBroker`` + ``Worker``).
+* :class:`Cluster`: the real control-plane core and a real subworker in this process, over
+  an in-memory transport, on a clock the test moves (``cluster.advance(3600)``). It needs
+  the ``fastworker-control-plane`` and ``fastworker-subworker`` packages, and is imported
+  from there only when asked for.
+* The pytest plugin (installed with the SDK): fixtures ``fastworker_eager``,
+  ``fastworker_cluster`` and ``fastworker_client``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from fastworker.testing.eager import Eager, Submission, eager
+
+if TYPE_CHECKING:
+    from fastworker_control_plane.testing import Cluster
+
+__all__ = ["Cluster", "Eager", "Submission", "eager"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Cluster":
+        try:
+            module = importlib.import_module("fastworker_control_plane.testing")
+        except ModuleNotFoundError as exc:
+            raise ImportError(
+                "fastworker.testing.Cluster needs the fastworker-control-plane and "
+                f"fastworker-subworker packages installed ({exc})"
+            ) from exc
+        return module.Cluster
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,68 @@
+"""The process's default client: what ``add.delay(...)`` on a ``@task`` object uses.
+
+``configure(...)`` sets its options once per process (a web framework's integration does it
+at start); unconfigured, it is ``SyncClient()`` with its defaults, which read the
+``FASTWORKER_*`` environment variables. The client itself is made on first use, in the
+process that uses it: a process forked after that (gunicorn's and uwsgi's prefork workers)
+makes its own, never sharing its parent's sockets. Under ``fastworker.testing`` the
+default client talks to the eager runner or the test cluster, like any other client.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+from typing import Any
+
+from fastworker import _local as local
+from fastworker.sync_client import SyncClient
+
+_lock = threading.Lock()
+_options: dict[str, Any] = {}
+_current: tuple[int, local.Backend | None, SyncClient] | None = None
+
+
+def configure(**client_options: Any) -> None:
+    """Set the options of the default client (those of :class:`fastworker.SyncClient`:
+    ``discovery_address``, ``address``, ``timeout``, ``auth_token``, ...). A client made
+    with the old options is closed; the next ``delay`` makes one with the new."""
+    SyncClient(**client_options)  # bad options fail here, not at the first delay
+    global _current
+    with _lock:
+        _options.clear()
+        _options.update(client_options)
+        previous, _current = _current, None
+    if previous is not None and previous[0] == os.getpid():
+        previous[2].stop()
+
+
+def default_client() -> SyncClient:
+    """The default client of this process, started; made on first use (and again in a
+    forked child, or when a test backend is installed or removed)."""
+    global _current
+    pid, backend = os.getpid(), local.installed()
+    replaced = None
+    with _lock:
+        if _current is None or _current[0] != pid or _current[1] is not backend:
+            # A client inherited from a parent process is left alone (its sockets are
+            # the parent's); one of this process made before a test backend came or went
+            # is closed.
+            if _current is not None and _current[0] == pid:
+                replaced = _current[2]
+            _current = (pid, backend, SyncClient(**_options))
+        client = _current[2]
+    if replaced is not None:
+        replaced.stop()
+    client.start()  # idempotent; a failed start is tried again by the next call
+    return client
+
+
+def _close() -> None:
+    with _lock:
+        current = _current
+    if current is not None and current[0] == os.getpid():
+        current[2].stop()
+
+
+atexit.register(_close)

@@ -1,0 +1,123 @@
+"""In-process backends: where clients send their requests when a test says so.
+
+:mod:`fastworker.testing` installs one (``eager()``, or a ``Cluster``). While one is
+installed, every :class:`~fastworker.Client` and :class:`~fastworker.SyncClient` started in
+this process talks to it instead of finding a control plane on the network, so code under
+test needs no address and no change. The bytes are the real ones: a request is encoded
+with the client's codec (size limits included) and the reply decoded and turned into the
+SDK's errors exactly as a reply from the network would be.
+
+A backend answers a request's bytes for one *lane*: a submission priority (on the network,
+the port a ``submit`` arrives on is its priority) or ``None``, the results port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Protocol, TypeVar
+
+from fastworker._transport import read_reply, with_auth
+from fastworker.errors import Timeout
+from fastworker_protocol import Codec, Message, Priority
+
+M = TypeVar("M", bound=Message)
+
+Lane = Priority | None
+
+
+class Backend(Protocol):
+    """Answers clients in this process; ``name`` says what it is in error messages."""
+
+    name: str
+
+    async def answer(self, lane: Lane, data: bytes) -> bytes:
+        """The reply to ``data``, on the caller's event loop."""
+        ...
+
+    def answer_blocking(self, lane: Lane, data: bytes, timeout: float) -> bytes:
+        """The reply to ``data``, on the calling thread, within ``timeout`` seconds (else
+        ``TimeoutError``)."""
+        ...
+
+
+_installed: list[Backend] = []
+_lock = threading.Lock()
+
+
+def install(backend: Backend) -> None:
+    """Clients started from now on talk to ``backend`` (until ``uninstall``)."""
+    with _lock:
+        _installed.append(backend)
+
+
+def uninstall(backend: Backend) -> None:
+    with _lock:
+        if backend in _installed:
+            _installed.remove(backend)
+
+
+def installed() -> Backend | None:
+    """The backend installed last and still installed, if any."""
+    with _lock:
+        return _installed[-1] if _installed else None
+
+
+class LocalChannel:
+    """What :class:`~fastworker.Client` uses in place of a ``RequestChannel``."""
+
+    connected = True
+
+    def __init__(self, backend: Backend, lane: Lane, codec: Codec, auth: str | None) -> None:
+        self.address = backend.name
+        self._backend = backend
+        self._lane = lane
+        self._codec = codec
+        self._auth = auth
+
+    async def request(
+        self,
+        message: Message,
+        reply_type: type[M],
+        timeout: float,
+        connect_timeout: float | None = None,
+    ) -> M:
+        data = self._codec.encode(with_auth(message, self._auth))
+        try:
+            reply = await asyncio.wait_for(self._backend.answer(self._lane, data), timeout)
+        except TimeoutError:
+            raise Timeout(f"no reply from {self.address} within {timeout:g} s") from None
+        return read_reply(self._codec, self.address, reply, reply_type)
+
+    def close(self) -> None:
+        """Nothing to close: the backend outlives its clients."""
+
+
+class LocalBlockingChannel:
+    """What :class:`~fastworker.SyncClient` uses in place of a ``BlockingChannel``."""
+
+    connected = True
+
+    def __init__(self, backend: Backend, lane: Lane, codec: Codec, auth: str | None) -> None:
+        self.address = backend.name
+        self._backend = backend
+        self._lane = lane
+        self._codec = codec
+        self._auth = auth
+
+    def request(
+        self,
+        message: Message,
+        reply_type: type[M],
+        timeout: float,
+        connect_timeout: float | None = None,
+    ) -> M:
+        data = self._codec.encode(with_auth(message, self._auth))
+        try:
+            reply = self._backend.answer_blocking(self._lane, data, timeout)
+        except TimeoutError:
+            raise Timeout(f"no reply from {self.address} within {timeout:g} s") from None
+        return read_reply(self._codec, self.address, reply, reply_type)
+
+    def close(self) -> None:
+        """Nothing to close: the backend outlives its clients."""

@@ -1,0 +1,445 @@
+"""``eager()``: every task submitted in this process runs at once, inline, in the caller.
+
+While an :class:`Eager` is active, ``Client``, ``SyncClient``, ``FastWorker(app)`` and
+``add.delay()`` send their requests to it instead of a control plane (``fastworker._local``).
+A submission goes through what production does to it, minus the network and the clock:
+
+* the request is encoded and decoded with the protocol's codec, so arguments arrive as
+  msgpack gives them back (a tuple is a list), and a message too large is refused;
+* the task name must be registered in this process, and the arguments must fit its
+  signature (``UnknownTask`` / ``InvalidArguments``, as from a control plane);
+* it runs with ``current_task()`` set; a failure is retried up to its ``max_retries``
+  (``retry_on`` honoured), with no backoff; a result that is not portable fails it;
+* an ``async def`` task with a time limit is cancelled at the limit; a plain one cannot be
+  stopped (a subworker abandons it to its thread), so it runs to its end and then fails
+  with reason ``timeout`` if it took longer.
+
+Countdowns and ETAs are not waited for: the task runs now (``Cluster`` keeps time).
+An exception from a task propagates out of ``delay()`` by default, as the task's own;
+``propagate=False`` keeps the failure as a result (``wait`` raises ``TaskFailed``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Self
+
+from fastworker import _local as local
+from fastworker._context import enter, leave
+from fastworker._task import Task, TaskRegistry, default_registry
+from fastworker_protocol import (
+    Accepted,
+    Assignment,
+    Cancel,
+    Cancelled,
+    Codec,
+    DecodeError,
+    Error,
+    ErrorCode,
+    FailureReason,
+    Get,
+    ListQueues,
+    ListSchedules,
+    ListTasks,
+    ListWorkers,
+    Message,
+    Priority,
+    QueueList,
+    Rejection,
+    Results,
+    ScheduleList,
+    Submit,
+    TaskError,
+    TaskList,
+    TaskResult,
+    TaskSpec,
+    TaskState,
+    WorkerList,
+    check_portable,
+)
+
+WORKER_ID = "eager"
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One task submitted under ``eager()``, as it arrived, and how it ended."""
+
+    task_id: str
+    name: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    priority: Priority
+    queue: str | None
+    eta: float | None
+    result: TaskResult
+
+    @property
+    def succeeded(self) -> bool:
+        return self.result.status == TaskState.SUCCESS
+
+
+class _Refused(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class _Attempt:
+    """What running one attempt gave: a value, or an error (and the exception)."""
+
+    value: Any = None
+    error: TaskError | None = None
+    exc: BaseException | None = None
+    retryable: bool = False
+
+
+@dataclass
+class Eager:
+    """Runs submitted tasks inline (see the module). Use it as a context manager, or
+    ``start()`` / ``stop()`` it (a test settings module, a fixture)."""
+
+    registry: TaskRegistry = field(default_factory=lambda: default_registry)
+    propagate: bool = True
+    submissions: list[Submission] = field(default_factory=list)
+    name: str = "eager mode (fastworker.testing.eager)"
+
+    def __post_init__(self) -> None:
+        self._codec = Codec()
+        self._results: dict[str, TaskResult] = {}
+        self._lock = threading.Lock()
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> Self:
+        """Clients started from now on run their tasks here (clients already started stay
+        connected where they are)."""
+        local.install(self)
+        return self
+
+    def stop(self) -> None:
+        local.uninstall(self)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # --- for assertions ----------------------------------------------------------------------
+
+    def submitted(self, name: str | Task[..., Any]) -> list[Submission]:
+        """The submissions of one task (by name or ``@task`` object), oldest first."""
+        wanted = name if isinstance(name, str) else name.name
+        return [s for s in self.submissions if s.name == wanted]
+
+    def clear(self) -> None:
+        with self._lock:
+            self.submissions.clear()
+            self._results.clear()
+
+    # --- the backend --------------------------------------------------------------------------
+
+    async def answer(self, lane: local.Lane, data: bytes) -> bytes:
+        message = self._decode(data)
+        if isinstance(message, Submit):
+            return await self._submitted(message, lane, _await_here)
+        return self._encode(self._reply(message))
+
+    def answer_blocking(self, lane: local.Lane, data: bytes, timeout: float) -> bytes:
+        message = self._decode(data)
+        if isinstance(message, Submit):
+            return _finish(self._submitted(message, lane, _run_to_end))
+        return self._encode(self._reply(message))
+
+    def _decode(self, data: bytes) -> Message:
+        try:
+            return self._codec.decode(data)
+        except DecodeError as exc:  # pragma: no cover - clients encode what decodes
+            raise AssertionError(f"eager mode got a request it cannot read: {exc}") from exc
+
+    def _encode(self, reply: Message) -> bytes:
+        return self._codec.encode(reply)
+
+    async def _submitted(self, message: Submit, lane: local.Lane, run_async: _AsyncRunner) -> bytes:
+        priority = lane if lane is not None else Priority.NORMAL
+        checked: list[tuple[int, TaskSpec, Task[..., Any]]] = []
+        rejections: list[Rejection] = []
+        for index, spec in enumerate(message.tasks):
+            try:
+                checked.append((index, spec, self._check(spec)))
+            except _Refused as refused:
+                if message.atomic:
+                    return self._encode(Error(code=refused.code, message=str(refused)))
+                rejections.append(Rejection(index=index, code=refused.code, message=str(refused)))
+        ids: list[str] = []
+        raised: list[BaseException] = []
+        for _, spec, task in checked:
+            task_id = spec.id or uuid.uuid4().hex
+            ids.append(task_id)
+            if task_id not in self._results:  # a task id is accepted once, as in production
+                exc = await self._run(task_id, spec, task, priority, run_async)
+                if exc is not None:
+                    raised.append(exc)
+        if raised and self.propagate:
+            raise raised[0]  # the task's own exception, out of delay()
+        if message.wait is not None:
+            return self._encode(Results(results=[self._results.get(i) for i in ids]))
+        return self._encode(Accepted(task_ids=ids, rejected=rejections))
+
+    def _check(self, spec: TaskSpec) -> Task[..., Any]:
+        task = self.registry.get(spec.name)
+        if task is None:
+            raise _Refused(
+                ErrorCode.UNKNOWN_TASK,
+                f"no task named {spec.name!r} is registered in this process "
+                "(import the module that defines it)",
+            )
+        try:
+            inspect.signature(task.fn).bind(*spec.args, **spec.kwargs)
+        except TypeError as exc:
+            raise _Refused(ErrorCode.INVALID_ARGUMENTS, f"{spec.name}(): {exc}") from None
+        return task
+
+    async def _run(
+        self,
+        task_id: str,
+        spec: TaskSpec,
+        task: Task[..., Any],
+        priority: Priority,
+        run_async: _AsyncRunner,
+    ) -> BaseException | None:
+        """Run every attempt and keep the result; the last attempt's exception, if any."""
+        max_retries = task.max_retries if spec.max_retries is None else spec.max_retries
+        limit = spec.timeout if spec.timeout is not None else task.timeout
+        queue = spec.queue or task.queue
+        submitted = time.time()
+        errors: list[TaskError] = []
+        started = submitted
+        attempt = _Attempt()
+        for number in range(1, max_retries + 2):
+            assignment = Assignment(
+                id=task_id,
+                name=spec.name,
+                args=spec.args,
+                kwargs=spec.kwargs,
+                headers=spec.headers,
+                attempt=number,
+                timeout=limit,
+                priority=priority,
+                queue=queue,
+                eta=spec.eta,
+            )
+            started = time.time()
+            attempt = await self._attempt(task, assignment, run_async)
+            if attempt.error is None:
+                break
+            errors.append(attempt.error)
+            if not attempt.retryable:
+                break
+        result = TaskResult(
+            task_id=task_id,
+            name=spec.name,
+            status=TaskState.SUCCESS if attempt.error is None else TaskState.FAILURE,
+            priority=priority,
+            result=attempt.value,
+            error=_summarized(errors) if attempt.error is not None else None,
+            attempts=len(errors) + (attempt.error is None),
+            worker_id=WORKER_ID,
+            submitted_at=submitted,
+            started_at=started,
+            finished_at=time.time(),
+            eta=spec.eta,
+            attempt_errors=errors,
+            queue=queue,
+        )
+        # The result as a client reads it: through msgpack.
+        read = self._codec.decode_as(self._codec.encode(Results(results=[result])), Results)
+        final = read.results[0]
+        assert final is not None
+        with self._lock:
+            self._results[task_id] = final
+            self.submissions.append(
+                Submission(
+                    task_id=task_id,
+                    name=spec.name,
+                    args=spec.args,
+                    kwargs=spec.kwargs,
+                    priority=priority,
+                    queue=spec.queue,
+                    eta=spec.eta,
+                    result=final,
+                )
+            )
+        return attempt.exc
+
+    async def _attempt(
+        self, task: Task[..., Any], assignment: Assignment, run_async: _AsyncRunner
+    ) -> _Attempt:
+        limit = assignment.timeout
+        token = enter(assignment)
+        began = time.monotonic()
+        try:
+            if task.is_async:
+
+                async def call() -> Any:
+                    running = task.fn(*assignment.args, **assignment.kwargs)
+                    return await asyncio.wait_for(running, limit)
+
+                value = await run_async(call)
+            else:
+                value = task.fn(*assignment.args, **assignment.kwargs)
+        except TimeoutError as exc:
+            if task.is_async and limit is not None and time.monotonic() - began >= limit:
+                return _timed_out(limit, exc)
+            return _failed(task, exc, assignment)
+        except Exception as exc:
+            return _failed(task, exc, assignment)
+        finally:
+            leave(token)
+        if limit is not None and time.monotonic() - began > limit:
+            return _timed_out(limit, None)
+        problem = check_portable(value, "result")
+        if problem is not None:
+            unportable = TypeError(
+                f"result of type {type(value).__name__} cannot be sent: {problem}"
+            )
+            error = _error(unportable, FailureReason.UNSERIALIZABLE_RESULT)
+            return _Attempt(error=error, exc=unportable)
+        return _Attempt(value=value)
+
+    def _reply(self, message: Message) -> Message:
+        """Every request but ``submit``, answered from what ran."""
+        with self._lock:
+            results = dict(self._results)
+        if isinstance(message, Get):
+            return Results(results=[results.get(i) for i in message.task_ids])
+        if isinstance(message, Cancel):
+            found = results.get(message.task_id)
+            if found is None:
+                return Error(code=ErrorCode.TASK_NOT_FOUND, message=f"no task {message.task_id}")
+            return Cancelled(task_id=message.task_id, status=found.status, changed=False)
+        if isinstance(message, ListTasks):
+            listed = [r for r in reversed(results.values()) if message.status in (None, r.status)]
+            return TaskList(tasks=listed[: message.limit], more=len(listed) > message.limit)
+        if isinstance(message, ListWorkers):
+            return WorkerList(workers=[])
+        if isinstance(message, ListSchedules):
+            return ScheduleList(schedules=[])
+        if isinstance(message, ListQueues):
+            return QueueList(queues=[])
+        return Error(
+            code=ErrorCode.INVALID_MESSAGE,
+            message=f"{type(message).__name__} is not available in {self.name}",
+        )
+
+
+def eager(registry: TaskRegistry | None = None, *, propagate: bool = True) -> Eager:
+    """Tasks submitted while it is active run inline (see the module): ``with eager() as
+    e: ...``, then ``e.submissions``. ``registry`` defaults to every ``@task`` of the
+    process."""
+    return Eager(registry=registry or default_registry, propagate=propagate)
+
+
+# --- running the coroutine of an async task --------------------------------------------
+
+_AsyncRunner = Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]
+
+
+async def _await_here(call: Callable[[], Awaitable[Any]]) -> Any:
+    """On the async path the caller's event loop runs it."""
+    return await call()
+
+
+async def _run_to_end(call: Callable[[], Awaitable[Any]]) -> Any:
+    """On the blocking path there may be no loop in this thread (``asyncio.run`` there),
+    or one that is busy calling us (a loop of its own, on another thread)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_call(call))
+    box: list[Any] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            box.append(asyncio.run(_call(call)))
+        except BaseException as exc:
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, name="fastworker-eager")
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
+    return box[0]
+
+
+async def _call(call: Callable[[], Awaitable[Any]]) -> Any:
+    return await call()
+
+
+def _finish(coroutine: Awaitable[bytes]) -> bytes:
+    """Run ``_submitted`` on the blocking path: it never suspends there (``_run_to_end``
+    completes without awaiting anything pending), so one step finishes it."""
+    step = coroutine.__await__()
+    try:
+        next(step)
+    except StopIteration as done:
+        reply: bytes = done.value
+        return reply
+    raise AssertionError("eager submission suspended on the blocking path")
+
+
+# --- outcomes ------------------------------------------------------------------------------
+
+
+def _error(exc: BaseException, reason: FailureReason = FailureReason.EXCEPTION) -> TaskError:
+    return TaskError(
+        type=type(exc).__name__,
+        message=str(exc),
+        traceback="".join(traceback.format_exception(exc)),
+        reason=reason,
+    )
+
+
+def _failed(task: Task[..., Any], exc: BaseException, assignment: Assignment) -> _Attempt:
+    retryable = not task.retry_on or isinstance(exc, task.retry_on)
+    return _Attempt(error=_error(exc), exc=exc, retryable=retryable)
+
+
+def _timed_out(limit: float, exc: BaseException | None) -> _Attempt:
+    error = TaskError(
+        type="Timeout",
+        reason=FailureReason.TIMEOUT,
+        message=f"the task ran longer than its {limit:g} s timeout",
+    )
+    return _Attempt(error=error, exc=exc or TimeoutError(error.message))
+
+
+def _summarized(errors: list[TaskError]) -> TaskError:
+    """The last attempt's error; after retries, its message lists every attempt's."""
+    last = errors[-1]
+    if len(errors) == 1:
+        return last
+    lines = "; ".join(f"attempt {n}: {e.type}: {e.message}" for n, e in enumerate(errors, 1))
+    return TaskError(
+        type=last.type,
+        message=f"{last.message} (after {len(errors)} attempts: {lines})",
+        traceback=last.traceback,
+        reason=last.reason,
+    )
