@@ -13,12 +13,9 @@
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fastworker.testing.eager import Eager, Submission, eager
-
-if TYPE_CHECKING:
-    from fastworker_control_plane.testing import Cluster
 
 __all__ = ["Cluster", "Eager", "Submission", "eager"]
 
