@@ -248,6 +248,20 @@ def test_eager_runs_a_views_task_inline_and_records_it(
     assert fw.result(ran.task_id, timeout=1).result == 5
 
 
+def test_under_eager_a_tasks_exception_propagates_out_of_the_view(
+    eager_app: tuple[Flask, FastWorker],
+) -> None:
+    app, fw = eager_app
+    app.testing = True
+
+    @app.post("/fail")
+    def fail() -> dict[str, str]:
+        return {"task_id": fw.delay(flask_unit_fail)}
+
+    with pytest.raises(RuntimeError, match="boom"):
+        app.test_client().post("/fail")
+
+
 def test_close_ends_eager_mode_for_the_whole_process() -> None:
     app = make_app(FASTWORKER_EAGER="true")
     fw = FastWorker(app)
