@@ -1,0 +1,151 @@
+"""docs/guides/flask.md works outside the clone exactly as written: its files (``tasks.py``,
+``app.py``, ``test_app.py``) in an application directory where FastWorker is installed from
+wheels as README's "Your own tasks" says, then every shell command of the guide, verbatim
+and in order: its ``pip install`` lines, ``fastworker dev``, Flask's development server and
+then gunicorn's four workers (each serving signups whose tasks finish, then stopped with
+Ctrl-C), and pytest on ``test_app.py``. Ports come from environment variables
+(``FASTWORKER_*``, ``FLASK_RUN_PORT``, ``GUNICORN_CMD_ARGS``), so the commands stay as
+written.
+
+Slow (wheels, a venv and installs from PyPI: ~30 s warm), so the commands run in one test.
+The helpers are test_install's, which runs README's own commands the same way."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shlex
+
+import aiohttp
+import pytest
+from harness import free_port_block, wait_until
+from test_install import (
+    INSTALL_TIMEOUT,
+    READY_TIMEOUT,
+    ROOT,
+    Installed,
+    Started,
+    bash_blocks,
+    copy_checkout,
+    outside_env,
+    ports,
+    run,
+    section,
+    started,
+    titled_blocks,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
+
+GUIDE = ROOT / "docs" / "guides" / "flask.md"
+SIGNUPS = 12  # per server: enough for each of gunicorn's 4 workers to serve some
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """README's install, in an application directory holding the guide's files."""
+    tmp = tmp_path_factory.mktemp("flask-guide")
+    where = Installed(tmp / "fastworker", tmp / "myapp")
+    copy_checkout(where.checkout)
+    where.app.mkdir()
+    for name, text in titled_blocks(GUIDE.read_text(encoding="utf-8")).items():
+        (where.app / name).write_text(text, encoding="utf-8")
+    install = bash_blocks(section("Your own tasks"))[0]
+    script = "set -euo pipefail\n" + where.substitute(install)
+    run(["bash", "-c", script], tmp, outside_env(), timeout=INSTALL_TIMEOUT)
+    return where
+
+
+def guide_lines() -> list[str]:
+    """Every command line of the guide's shell blocks, in order (comment lines left out)."""
+    blocks = bash_blocks(GUIDE.read_text(encoding="utf-8"))
+    return [line for block in blocks for line in block.splitlines() if shlex.split(line, True)]
+
+
+async def test_the_flask_guide_runs_as_written(installed: Installed) -> None:
+    app = installed.app
+    env, discovery = ports()
+    app_env = {"FASTWORKER_DISCOVERY_ADDRESS": discovery}
+    ran: list[str] = []
+    with contextlib.ExitStack() as stack:
+        for line in guide_lines():
+            argv = shlex.split(line, comments=True)
+            if argv[:2] == [".venv/bin/pip", "install"]:  # its glob needs a shell
+                run(["bash", "-c", installed.substitute(line)], app, outside_env(), INSTALL_TIMEOUT)
+            elif argv[:4] == ["uv", "run", "fastworker", "dev"]:
+                log = app.parent / "dev.log"
+                dev = stack.enter_context(started(argv, app, outside_env(**env), log))
+                await said_ready(dev)
+            elif argv[:3] in (["uv", "run", "flask"], ["uv", "run", "gunicorn"]):
+                port = free_port_block(1)
+                server_env = outside_env(
+                    **app_env,
+                    FLASK_RUN_PORT=str(port),
+                    GUNICORN_CMD_ARGS=f"--bind 127.0.0.1:{port}",
+                )
+                log = app.parent / f"{argv[2]}.log"
+                with started(argv, app, server_env, log) as web:
+                    await serve_signups(f"http://127.0.0.1:{port}", web)
+                    assert web.interrupt() == 0, web.output[-4000:]
+                if argv[2] == "gunicorn":
+                    assert web.output.count("Booting worker with pid") == 4, web.output
+            elif argv[:3] == ["uv", "run", "pytest"]:
+                out = run(argv, app, outside_env())
+                assert "1 passed" in out.splitlines()[-1], out
+            else:
+                pytest.fail(f"this test does not know how to run the guide's {line!r}")
+            ran.append(argv[2] if argv[0] == "uv" else "pip")
+    assert ran == ["pip", "fastworker", "flask", "pip", "gunicorn", "pip", "pytest"]
+
+
+async def said_ready(dev: Started) -> None:
+    async def ready() -> bool:
+        assert dev.popen.poll() is None, dev.output[-4000:]
+        return "ready:" in dev.output
+
+    await wait_until(ready, READY_TIMEOUT, "fastworker dev to say it is ready")
+
+
+async def serve_signups(base: str, web: Started) -> None:
+    """Wait for the server, then sign up ``SIGNUPS`` users at once: each answers 202 with a
+    task id, and each task ends ``success`` with the guide's welcome."""
+    timeout = aiohttp.ClientTimeout(total=30)
+    async with aiohttp.ClientSession(base, timeout=timeout) as http:
+
+        async def answering() -> bool:
+            assert web.popen.poll() is None, web.output[-4000:]
+            with contextlib.suppress(aiohttp.ClientError):
+                async with http.get("/signup/none") as reply:
+                    return reply.status == 404
+            return False
+
+        await wait_until(answering, READY_TIMEOUT, f"{base} to answer")
+        emails = [f"user{n}@example.com" for n in range(SIGNUPS)]
+        task_ids = await asyncio.gather(*(signup(http, email) for email in emails))
+        for email, task_id in zip(emails, task_ids, strict=True):
+            await finished(http, task_id, f"welcome email sent to {email}")
+
+
+async def signup(http: aiohttp.ClientSession, email: str) -> str:
+    async with http.post("/signup", data={"email": email}) as reply:
+        assert reply.status == 202, await reply.text()
+        task_id: str = (await reply.json())["task_id"]
+        return task_id
+
+
+async def finished(http: aiohttp.ClientSession, task_id: str, expected: str) -> None:
+    async def success() -> bool:
+        async with http.get(f"/signup/{task_id}") as reply:
+            assert reply.status == 200, await reply.text()
+            body = await reply.json()
+        return bool(body == {"status": "success", "result": expected})
+
+    await wait_until(success, 30, f"task {task_id} to succeed")
+
+
+def test_the_guides_python_files_are_the_ones_this_test_writes() -> None:
+    assert set(titled_blocks(GUIDE.read_text(encoding="utf-8"))) == {
+        "tasks.py",
+        "app.py",
+        "test_app.py",
+    }
