@@ -22,11 +22,22 @@ from examples_harness import EXAMPLES, clean_env, copy_example
 from flask import Flask
 from harness import Cluster, wait_until
 
+import fastworker
+from fastworker import _default
+
 pytestmark = pytest.mark.integration
 
 ORDER = {"email": "ada@example.com", "prices": [12.5, 7.5]}
 RECEIPT = "(20.00) sent to ada@example.com"
 WAIT = {"wait": 20}
+
+
+@pytest.fixture(autouse=True)
+def default_client_kept() -> Iterator[None]:
+    """``init_app`` configures the process's default client: as it was, after each test."""
+    before = dict(_default._options)
+    yield
+    fastworker.configure(**before)
 
 
 @pytest.fixture(scope="module")

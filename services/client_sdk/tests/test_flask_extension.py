@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from flask import Flask
 
-from fastworker import ControlPlaneUnavailable, SyncClient, task
+import fastworker
+from fastworker import ControlPlaneUnavailable, SyncClient, _default, task
 from fastworker import _local as local
 from fastworker.integration import flask as extension
 from fastworker.integration._flask_api import BadBody, submit_body
@@ -36,6 +37,14 @@ def make_app(**config: Any) -> Flask:
     app = Flask("unit")
     app.config.update({"FASTWORKER_DISCOVERY_ADDRESS": NOWHERE, **config})
     return app
+
+
+@pytest.fixture(autouse=True)
+def default_client_kept() -> Iterator[None]:
+    """``init_app`` configures the process's default client: as it was, after each test."""
+    before = dict(_default._options)
+    yield
+    fastworker.configure(**before)
 
 
 @pytest.fixture
