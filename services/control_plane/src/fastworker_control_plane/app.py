@@ -25,7 +25,8 @@ from fastworker_control_plane.engine import Clock, Engine
 from fastworker_control_plane.metrics import control_plane_registry
 from fastworker_control_plane.servers import registration, results, submission
 from fastworker_control_plane.servers.discovery import DiscoveryAnnouncer
-from fastworker_control_plane.servers.reply_server import Handler, ReplyServer
+from fastworker_control_plane.servers.reply_server import ReplyServer
+from fastworker_control_plane.servers.responder import Handler
 from fastworker_control_plane.supervision import Fault, Supervisor, TaskDied
 from fastworker_control_plane.tracing import DispatchTracer
 from fastworker_protocol import Announce, Codec, Message, Priority

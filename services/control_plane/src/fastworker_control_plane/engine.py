@@ -235,6 +235,11 @@ class Engine:
             if self._fetches.get(worker_id) is future:
                 del self._fetches[worker_id]
 
+    @property
+    def fetching(self) -> frozenset[str]:
+        """The workers whose fetch is held here, waiting for work."""
+        return frozenset(w for w, f in self._fetches.items() if not f.done())
+
     def _expire_fetch(self, worker_id: str, future: asyncio.Future[Delivery]) -> None:
         if self._fetches.get(worker_id) is future:
             del self._fetches[worker_id]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Protocol, TypeVar
+
 from fastworker.tls import TLS
 from fastworker_protocol import (
     Ack,
@@ -9,6 +11,7 @@ from fastworker_protocol import (
     Codec,
     Drain,
     Fetch,
+    Message,
     Outcome,
     Register,
     Registered,
@@ -17,7 +20,21 @@ from fastworker_protocol import (
 )
 from fastworker_subworker.channel import RequestChannel
 
+M = TypeVar("M", bound=Message)
+
 _MARGIN = 5.0  # seconds a reply may take beyond the time the request asks to be held
+
+
+class Channel(Protocol):
+    """Requests to the registration port: NNG's (``RequestChannel``), or an in-process
+    one (the test cluster's)."""
+
+    @property
+    def connected(self) -> bool: ...
+
+    async def request(self, message: Message, reply_type: type[M], timeout: float) -> M: ...
+
+    def close(self) -> None: ...
 
 
 class ControlPlaneLink:
@@ -29,11 +46,13 @@ class ControlPlaneLink:
         timeout: float,
         auth: str | None = None,
         tls: TLS | None = None,
+        *,
+        channel: Channel | None = None,
     ) -> None:
         self.address = address
         self.worker_id = worker_id
         self._timeout = timeout
-        self._channel = RequestChannel(address, codec, auth, tls)
+        self._channel = channel or RequestChannel(address, codec, auth, tls)
 
     @property
     def connected(self) -> bool:

@@ -101,6 +101,12 @@ class TaskRunner:
             + len(self._in_children)
         )
 
+    @property
+    def outside_loop(self) -> int:
+        """Tasks on a thread or in a child now: their time passes outside the event loop
+        (the in-process test cluster lets its clock skip only while this is 0)."""
+        return len(self._in_threads) + len(self._in_children)
+
     def prefetch_hint(self) -> int:
         """Tasks wanted beyond the slots: about ``PREFETCH_WORK`` of work per slot, and
         with a process pool at least one per child, so a child that finishes a long task

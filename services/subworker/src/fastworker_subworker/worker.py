@@ -17,6 +17,7 @@ import os
 import socket
 import sys
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -39,7 +40,7 @@ from fastworker_subworker.child_wire import Spec
 from fastworker_subworker.exchange import Exchange, Outbox
 from fastworker_subworker.executor import Executor
 from fastworker_subworker.instrument import TaskInstrument
-from fastworker_subworker.link import ControlPlaneLink
+from fastworker_subworker.link import Channel, ControlPlaneLink
 from fastworker_subworker.processes import (
     PoolOptions,
     ProcessPool,
@@ -101,8 +102,11 @@ class Subworker:
         *,
         registration_address: str | None = None,
         worker_id: str | None = None,
+        channel: Callable[[str], Channel] | None = None,
     ) -> None:
+        """``channel`` makes the channel to a registration address (default: NNG's)."""
         self.config = config or SubworkerConfig()
+        self._make_channel = channel
         self.registry = registry if registry is not None else _default_registry
         self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.state = WorkerState.INIT
@@ -147,6 +151,11 @@ class Subworker:
     @property
     def in_flight(self) -> int:
         return self._runner.held if self._runner is not None else 0
+
+    @property
+    def outside_loop(self) -> int:
+        """Tasks on a thread or in a child process now (see ``TaskRunner.outside_loop``)."""
+        return self._runner.outside_loop if self._runner is not None else 0
 
     @property
     def registered(self) -> bool:
@@ -220,7 +229,13 @@ class Subworker:
     def _new_link(self, address: str) -> ControlPlaneLink:
         cfg = self.config
         return ControlPlaneLink(
-            address, self._codec, self.worker_id, cfg.request_timeout, cfg.auth_token, cfg.tls
+            address,
+            self._codec,
+            self.worker_id,
+            cfg.request_timeout,
+            cfg.auth_token,
+            cfg.tls,
+            channel=None if self._make_channel is None else self._make_channel(address),
         )
 
     def _web_server(self) -> WebServer | None:

@@ -19,29 +19,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 import pynng
 import structlog
 
-from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.servers.connections import Connections
+from fastworker_control_plane.servers.responder import Handler, Responder
 from fastworker_protocol import (
     Codec,
-    DecodeError,
-    EncodeError,
-    Error,
-    ErrorCode,
     Message,
-    message_op,
 )
 from fastworker_subworker.nng_io import ContextIO, Inbox, PendingSends, close_pipe
 
 log = structlog.get_logger(__name__)
-
-Handler = Callable[[Message, int], Awaitable[Message]]
-"""Handles one decoded request; the int is the id of the NNG pipe it came from."""
 
 _MIN_IDLE = 4
 _MAX_IDLE = 16
@@ -51,7 +42,6 @@ _MAX_IDLE = 16
 # requests without reading from holding thousands of contexts.
 _MAX_QUEUED_MESSAGES = 2  # in units of max_message_size
 _MAX_QUEUED_REPLIES = 10_000
-_UNAUTHORIZED = "missing or wrong auth token"
 
 
 class ReplyServer:
@@ -69,10 +59,7 @@ class ReplyServer:
         self.name = name
         self._socket = socket
         self._codec = codec
-        self._handler = handler
-        self._serves = serves
-        self._auth = None if auth is None else auth.encode()
-        self._unauthorized = codec.encode(Error(code=ErrorCode.UNAUTHORIZED, message=_UNAUTHORIZED))
+        self._responder = Responder(name, codec, handler, serves, auth)
         self.connections = Connections(
             _MAX_QUEUED_MESSAGES * codec.max_message_size, max_queued_replies
         )
@@ -231,44 +218,7 @@ class ReplyServer:
 
     async def reply_to(self, data: bytes, pipe_id: int) -> bytes:
         """The encoded reply to one request's bytes. Never raises (but for cancellation)."""
-        if self._auth is not None and not self._authorized(data):
-            # Nothing else is said to a peer without the token: not whether its bytes
-            # decode, nor what ops exist, nor which this socket serves.
-            return self._unauthorized
-        try:
-            message = self._codec.decode(data)
-        except DecodeError as exc:
-            log.warning("bad request", server=self.name, code=exc.code, error=str(exc))
-            return self._error(exc.code, str(exc))
-        if not isinstance(message, self._serves):
-            served = ", ".join(message_op(m) for m in self._serves)
-            return self._error(
-                ErrorCode.WRONG_PORT,
-                f"{message_op(message)!r} is not served here ({self.name} serves: {served})",
-            )
-        try:
-            reply = await self._handler(message, pipe_id)
-            return self._codec.encode(reply)
-        except EncodeError as exc:
-            return self._error(
-                ErrorCode.OVERSIZE, f"the reply does not fit in a message ({exc}): ask for less"
-            )
-        except Rejected as exc:
-            return self._codec.encode(Error(code=exc.code, message=exc.message, detail=exc.detail))
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.exception("handler failed", server=self.name, op=message_op(message))
-            return self._error(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
-
-    def _authorized(self, data: bytes) -> bool:
-        assert self._auth is not None
-        token = self._codec.auth_of(data)  # read before anything else of the request
-        given = b"" if token is None else token.encode()
-        return hmac.compare_digest(given, self._auth)
-
-    def _error(self, code: ErrorCode, message: str) -> bytes:
-        return self._codec.encode(Error(code=code, message=message))
+        return await self._responder.reply_to(data, pipe_id)
 
 
 async def _sent(pending: asyncio.Future[None] | None) -> None:

@@ -1,0 +1,456 @@
+"""``Cluster``: a whole FastWorker cluster inside a test process, on a clock the test moves.
+
+The parts are the real ones: the control plane's engine and task board (its queues,
+dispatch, retries and backoff, schedules, result cache), the request handlers behind its
+sockets, and real ``Subworker``s running tasks on their event loop, threads and child
+processes. Only the transport is replaced: each request's bytes go straight to the
+handler that would have received them (``Responder``), through the same codec, and the
+clients of this process (``Client``, ``SyncClient``, ``add.delay()``) talk to it with no
+address while it runs.
+
+It all runs on one event loop in a thread of its own, whose clock can skip ahead
+(``clock.SkippingLoop``). Time passes as usual until the test asks for more:
+``advance(seconds)`` moves the clock that far, firing every timer on the way (countdowns,
+ETAs, retry backoffs, periodic and cron ticks, result expiry) and returns once what became
+due has run. ``drain()`` skips ahead only as far as the pending tasks need. A client
+waiting for a result also lets time skip (as Temporal's time-skipping test server does), so
+``client.wait(task_id)`` of a task due in an hour returns at once. The clock never skips
+while a task runs on a thread or in a child: that time is real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from fastworker import SyncClient, TaskRegistry, default_registry
+from fastworker import _local as local
+from fastworker.errors import FastWorkerError, Timeout, rejection
+from fastworker_control_plane.core.board import BoardConfig, TaskBoard
+from fastworker_control_plane.core.result_cache import DEFAULT_TTL
+from fastworker_control_plane.engine import Engine
+from fastworker_control_plane.servers import registration, results, submission
+from fastworker_control_plane.servers.responder import Responder
+from fastworker_control_plane.testing.clock import SkippingLoop
+from fastworker_protocol import Codec, DecodeError, Error, Message, Priority, TaskResult, TaskState
+from fastworker_subworker import Subworker, SubworkerConfig
+
+T = TypeVar("T")
+M = TypeVar("M", bound=Message)
+
+_UPKEEP = 5.0  # seconds between the engine's upkeep rounds (a control plane: 1 s)
+_SWEEP_EVERY = 30
+_MAX_WAIT = 3600.0
+_CLIENTS = 0  # the connection id of every client request
+_BUSY = (TaskState.ASSIGNED, TaskState.RUNNING)
+_WAITING = (TaskState.PENDING, TaskState.QUEUED, TaskState.SCHEDULED, TaskState.RETRYING)
+
+
+class ClusterError(FastWorkerError):
+    """The test cluster could not do what was asked (a deadline passed, a part died)."""
+
+
+@dataclass
+class _Goal:
+    """What the test thread waits for: the clock at ``until`` with everything due run
+    (``drain``: no task left to run, skipping no further than ``until``)."""
+
+    until: float  # loop time
+    drain: bool
+    done: threading.Event
+    failure: str | None = None
+
+
+class Cluster:
+    """The control plane and ``workers`` subworkers in this process (see the module)."""
+
+    def __init__(
+        self,
+        registry: TaskRegistry | None = None,
+        *,
+        workers: int = 1,
+        concurrency: int = 4,
+        queues: dict[str, int] | None = None,
+        start: datetime | float | None = None,
+        result_ttl: float = DEFAULT_TTL,
+        max_redeliveries: int = 3,
+        wall_timeout: float = 60.0,
+    ) -> None:
+        """``start`` is the time the clock starts at (default: now). ``wall_timeout`` bounds
+        the real seconds ``advance`` and ``drain`` may take."""
+        if workers < 0:
+            raise ValueError("workers cannot be negative")
+        self.registry = registry if registry is not None else default_registry
+        self.name = "the in-process test cluster (fastworker.testing.Cluster)"
+        self.wall_timeout = wall_timeout
+        self._worker_count = workers
+        self._concurrency = concurrency
+        self._queues = queues
+        self._start_time = start.timestamp() if isinstance(start, datetime) else start
+        self._board_config = BoardConfig(result_ttl=result_ttl, max_redeliveries=max_redeliveries)
+        self._codec = Codec()
+        self._loop = SkippingLoop(self._skip)
+        self._thread: threading.Thread | None = None
+        self._epoch = 0.0
+        self._goal: _Goal | None = None
+        self._held = 0  # client requests being answered (waits let time skip)
+        self._fault: BaseException | None = None
+        self._background: list[asyncio.Task[None]] = []  # the subworkers
+        self._upkeep_task: asyncio.Task[None] | None = None
+        self.workers: list[Subworker] = []
+        self._engine: Engine | None = None
+        self._submit: dict[Priority, Responder] = {}
+        self._results: Responder | None = None
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> Self:
+        """Start the loop, the engine and the subworkers; clients started from now on in
+        this process use this cluster."""
+        if self._thread is not None:
+            return self
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="fastworker-test-cluster", daemon=True
+        )
+        self._thread.start()
+        try:
+            self._call(self._boot())
+        except BaseException:
+            self.stop()
+            raise
+        local.install(self)
+        return self
+
+    def stop(self) -> None:
+        """Stop the subworkers (tasks running are handed back) and the loop."""
+        local.uninstall(self)
+        if self._thread is None:
+            return
+        with contextlib.suppress(Exception):
+            self._call(self._shutdown())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(self.wall_timeout)
+        self._thread = None
+        self._loop.close()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    async def _boot(self) -> None:
+        loop = asyncio.get_running_loop()
+        start = time.time() if self._start_time is None else self._start_time
+        self._epoch = start - loop.time()
+        engine = Engine(TaskBoard(self._board_config), heartbeat_timeout=60.0, clock=self.clock)
+        self._engine = engine
+        codec = self._codec
+        for priority in Priority.by_rank():
+            handler = submission.SubmissionHandler(engine, priority, _MAX_WAIT)
+            self._submit[priority] = Responder(
+                f"submit-{priority}", codec, handler, submission.SERVES
+            )
+        results_handler = results.ResultsHandler(engine, _MAX_WAIT)
+        self._results = Responder("results", codec, results_handler, results.SERVES)
+        registrar = Responder(
+            "registration",
+            codec,
+            registration.RegistrationHandler(engine, uuid.uuid4().hex, None),
+            registration.SERVES,
+        )
+        self._upkeep_task = self._loop.create_task(self._upkeep(engine))
+        for number in range(1, self._worker_count + 1):
+            worker = Subworker(
+                SubworkerConfig(
+                    concurrency=self._concurrency,
+                    queues=self._queues,
+                    fetch_wait=20.0,
+                    name=f"test-cluster-{number}",
+                ),
+                self.registry,
+                registration_address="in-process",
+                worker_id=f"test-cluster-{number}",
+                channel=_wires(registrar, codec, number),
+            )
+            self.workers.append(worker)
+            self._watch(worker.run())
+        await asyncio.gather(*(w.wait_ready() for w in self.workers))
+
+    async def _shutdown(self) -> None:
+        for worker in self.workers:
+            worker.request_stop()
+        running = [task for task in self._background if not task.done()]
+        if running:
+            await asyncio.wait(running, timeout=self.wall_timeout)
+        if self._engine is not None:
+            self._engine.close()
+        everything = [*self._background, *([self._upkeep_task] if self._upkeep_task else [])]
+        for task in everything:
+            task.cancel()
+        await asyncio.gather(*everything, return_exceptions=True)
+
+    def _watch(self, work: Coroutine[Any, Any, None]) -> None:
+        task = self._loop.create_task(work)
+        self._background.append(task)
+        task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None and self._fault is None:
+            self._fault = task.exception()
+            self._finish_goal(f"a part of the cluster died: {self._fault!r}")
+
+    async def _upkeep(self, engine: Engine) -> None:
+        tick = 0
+        while True:
+            await asyncio.sleep(_UPKEEP)
+            tick += 1
+            engine.maintain(sweep=tick % _SWEEP_EVERY == 0)
+
+    # --- the clock --------------------------------------------------------------------------
+
+    def clock(self) -> float:
+        """The cluster's time, in Unix seconds (what its control plane calls now)."""
+        return self._epoch + self._loop.time()
+
+    @property
+    def now(self) -> float:
+        return self.clock()
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock ``seconds`` ahead, running everything that falls due on the way,
+        and return once what is due has run (tasks still running on threads included)."""
+        if seconds < 0:
+            raise ValueError("the clock only moves forward")
+        self._reach(self._loop.time() + seconds, drain=False)
+
+    def drain(self, max_seconds: float = 7 * 24 * 3600.0) -> None:
+        """Run until no task is left to run: queued, running, delayed or retrying (the
+        clock skips to each delayed task and retry), but no further than ``max_seconds``
+        ahead (``ClusterError`` then). Periodic tasks not due yet do not count."""
+        self._reach(self._loop.time() + max_seconds, drain=True)
+
+    def _reach(self, until: float, *, drain: bool) -> None:
+        self._check()
+        if self._thread is None:
+            raise ClusterError("the cluster is not started: use `with Cluster() as cluster:`")
+        if threading.current_thread() is self._thread:
+            raise ClusterError("advance() and drain() cannot be called from a task")
+        goal = _Goal(until, drain, threading.Event())
+        self._goal = goal
+        self._loop.call_soon_threadsafe(_nothing)  # wake the loop if it waits
+        if not goal.done.wait(self.wall_timeout):
+            self._goal = None
+            raise ClusterError(
+                f"still busy after {self.wall_timeout:g} s of real time: tasks on threads "
+                "or in child processes run in real time (raise wall_timeout)"
+            )
+        if goal.failure is not None:
+            raise ClusterError(goal.failure)
+        self._check()
+
+    def _skip(self, wait: float | None) -> float | None:
+        """On the loop, when it is idle: how far its clock may jump (see ``clock``)."""
+        try:
+            return self._skippable(wait)
+        except Exception as exc:  # never into the loop: the cluster would hang
+            self._fault = self._fault or exc
+            self._finish_goal(f"the cluster's clock failed: {exc!r}")
+            return None
+
+    def _skippable(self, wait: float | None) -> float | None:
+        if self._engine is None or any(w.outside_loop for w in self.workers):
+            return None  # a thread or a child is working: real time
+        goal, now = self._goal, self._loop.time()
+        settled = self._settled()
+        if goal is not None and not goal.drain and now < goal.until:
+            return goal.until - now if wait is None else min(wait, goal.until - now)
+        if goal is not None and settled and (not goal.drain or not self._timed_work()):
+            self._finish_goal(None)
+            goal = None
+        if not settled or wait is None:
+            return None
+        if goal is not None:  # draining: skip to the next timer, within the bound
+            if now + wait > goal.until:
+                self._finish_goal(f"tasks still wait after skipping to {goal.until:g}")
+                return None
+            return wait
+        return wait if self._held else None
+
+    def _finish_goal(self, failure: str | None) -> None:
+        goal, self._goal = self._goal, None
+        if goal is not None:
+            goal.failure = failure
+            goal.done.set()
+
+    def _settled(self) -> bool:
+        """Nothing can move without time passing: no task assigned or running, and every
+        subworker waiting for work if tasks are queued (held back by limits, or for a
+        queue no subworker here serves)."""
+        assert self._engine is not None
+        queued = False
+        for record in self._engine.board.live_records():
+            if record.state in _BUSY:
+                return False
+            queued = queued or record.state == TaskState.QUEUED
+        if not queued:
+            return True
+        fetching = self._engine.fetching
+        return all(w.worker_id in fetching for w in self.workers if w.registered)
+
+    def _timed_work(self) -> bool:
+        assert self._engine is not None
+        return self._engine.board.waiting_for_time() > 0
+
+    def _check(self) -> None:
+        if self._fault is not None:
+            raise ClusterError(f"a part of the cluster died: {self._fault!r}") from self._fault
+
+    # --- what a test inspects -----------------------------------------------------------------
+
+    @property
+    def queued(self) -> list[TaskResult]:
+        """Tasks not started yet: queued, delayed or waiting to be retried, oldest first."""
+        return self._on_loop(lambda: self._tasks(_WAITING, final=False))
+
+    @property
+    def results(self) -> dict[str, TaskResult]:
+        """Final results the control plane still keeps (until their time to live)."""
+        found = self._on_loop(lambda: self._tasks((), final=True))
+        return {r.task_id: r for r in found}
+
+    def _tasks(self, states: tuple[TaskState, ...], *, final: bool) -> list[TaskResult]:
+        assert self._engine is not None
+        everything = self._engine.board.list_tasks(None, 1 << 30, self.clock())
+        chosen = [r for r in everything if (r.status.is_final if final else r.status in states)]
+        chosen.reverse()  # oldest first
+        return chosen
+
+    def client(self, **options: Any) -> SyncClient:
+        """A started ``SyncClient`` of this cluster (any client started while the cluster
+        runs is one; this saves the ``start()``)."""
+        self._check()
+        client = SyncClient(**options)
+        client.start()
+        return client
+
+    # --- the backend clients talk to ------------------------------------------------------------
+
+    async def answer(self, lane: local.Lane, data: bytes) -> bytes:
+        if self._on_cluster_thread():
+            return await self._answer(lane, data)
+        running = asyncio.run_coroutine_threadsafe(self._answer(lane, data), self._loop)
+        return await asyncio.wrap_future(running)
+
+    def answer_blocking(self, lane: local.Lane, data: bytes, timeout: float) -> bytes:
+        if self._on_cluster_thread():
+            return _without_waiting(self._answer(lane, data))
+        running = asyncio.run_coroutine_threadsafe(self._answer(lane, data), self._loop)
+        try:
+            return running.result(timeout)
+        except TimeoutError:
+            running.cancel()
+            raise
+
+    async def _answer(self, lane: local.Lane, data: bytes) -> bytes:
+        responder = self._results if lane is None else self._submit[lane]
+        assert responder is not None
+        self._held += 1
+        try:
+            return await responder.reply_to(data, _CLIENTS)
+        finally:
+            self._held -= 1
+
+    def _on_cluster_thread(self) -> bool:
+        return threading.current_thread() is self._thread
+
+    def _call(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run ``work`` on the cluster's loop and wait for it (real time, bounded)."""
+        running = asyncio.run_coroutine_threadsafe(work, self._loop)
+        try:
+            return running.result(self.wall_timeout)
+        except concurrent.futures.TimeoutError:
+            running.cancel()
+            raise ClusterError(
+                f"no answer from the cluster's loop in {self.wall_timeout:g} s"
+            ) from None
+
+    def _on_loop(self, read: Callable[[], T]) -> T:
+        if self._on_cluster_thread():
+            return read()
+
+        async def reading() -> T:
+            return read()
+
+        return self._call(reading())
+
+
+class _Wire:
+    """A subworker's channel to the registration handler, on the cluster's loop."""
+
+    connected = True
+
+    def __init__(self, responder: Responder, codec: Codec, pipe_id: int) -> None:
+        self._responder = responder
+        self._codec = codec
+        self._pipe_id = pipe_id
+
+    async def request(self, message: Message, reply_type: type[M], timeout: float) -> M:
+        data = self._codec.encode(message)
+        try:
+            reply_data = await asyncio.wait_for(
+                self._responder.reply_to(data, self._pipe_id), timeout
+            )
+        except TimeoutError:
+            raise Timeout(f"no reply from the test cluster within {timeout:g} s") from None
+        try:
+            reply = self._codec.decode(reply_data)
+        except DecodeError as exc:  # pragma: no cover - the responder encodes what decodes
+            raise AssertionError(f"the cluster sent an unreadable reply: {exc}") from exc
+        if isinstance(reply, Error):
+            raise rejection(reply.code, reply.message)
+        assert isinstance(reply, reply_type), reply
+        return reply
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+
+def _wires(responder: Responder, codec: Codec, pipe_id: int) -> Callable[[str], _Wire]:
+    """The channels of one subworker (a connection of its own)."""
+    return lambda _address: _Wire(responder, codec, pipe_id)
+
+
+def _nothing() -> None:
+    """Scheduled from another thread only to wake the loop."""
+
+
+def _without_waiting(work: Awaitable[bytes]) -> bytes:
+    """The result of ``work`` run on the cluster's own thread (a blocking call from an
+    async task in the cluster), which must finish without waiting for anything: the loop
+    it would wait on is this thread."""
+    step = work.__await__()
+    try:
+        step.send(None)
+    except StopIteration as done:
+        reply: bytes = done.value
+        return reply
+    step.close()
+    raise ClusterError(
+        "a blocking call that waits (SyncClient.wait, submit_task with a wait...) cannot be "
+        "made from an async task in the test cluster: use the async Client there"
+    )
