@@ -89,3 +89,15 @@ def test_an_unknown_key_like_none_of_them_lists_them_all() -> None:
 def test_a_value_of_the_wrong_type_is_refused_saying_which_key(value: Any, problem: str) -> None:
     with pytest.raises(ImproperlyConfigured, match=problem):
         read_settings(value)
+
+
+def test_the_integrations_public_names_are_curated() -> None:
+    import fastworker.integration.django as integration
+
+    assert sorted(integration.__all__) == [
+        "apply_async_on_commit",
+        "db_task",
+        "delay_on_commit",
+        "eager_runner",
+    ]
+    assert all(hasattr(integration, name) for name in integration.__all__)
