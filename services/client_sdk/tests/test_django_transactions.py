@@ -134,13 +134,15 @@ def test_a_task_module_that_is_not_there_is_improperly_configured() -> None:
         autodiscover(["no_such_pkg.tasks"])
 
 
+@pytest.mark.parametrize("missing", ["no_such_dependency", "django_unit"])
 def test_a_task_module_that_imports_something_missing_shows_its_own_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    missing: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "django_unit_broken.py").write_text("import no_such_dependency\n")
+    # (a missing module whose name begins the task module's, too)
+    (tmp_path / "django_unit_broken.py").write_text(f"import {missing}\n")
     monkeypatch.syspath_prepend(str(tmp_path))
 
-    with pytest.raises(ModuleNotFoundError, match="no_such_dependency"):
+    with pytest.raises(ModuleNotFoundError, match=missing):
         autodiscover(["django_unit_broken"])
 
 

@@ -32,7 +32,8 @@ def autodiscover(extra: Iterable[str] = ()) -> list[str]:
         try:
             import_module(name)
         except ModuleNotFoundError as exc:
-            if exc.name is not None and name.startswith(exc.name):  # the module itself
+            missing = exc.name or ""
+            if name == missing or name.startswith(f"{missing}."):  # the module itself
                 raise ImproperlyConfigured(
                     f"FASTWORKER['TASK_MODULES'] names {name!r}, which is not importable"
                 ) from exc
