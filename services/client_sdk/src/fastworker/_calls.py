@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -18,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from fastworker import _local as local
 from fastworker._task import Task
 from fastworker.errors import (
     InvalidArguments,
@@ -255,7 +255,7 @@ def eta_of(countdown: float | None, eta: datetime | float | None) -> float | Non
     if countdown is not None and eta is not None:
         raise ValueError("give countdown or eta, not both")
     if countdown is not None:
-        return time.time() + countdown
+        return local.now() + countdown
     if isinstance(eta, datetime):
         return (eta if eta.tzinfo else eta.replace(tzinfo=UTC)).timestamp()
     return eta

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Protocol, TypeVar
 
 from fastworker._transport import read_reply, with_auth
@@ -30,6 +31,10 @@ class Backend(Protocol):
     """Answers clients in this process; ``name`` says what it is in error messages."""
 
     name: str
+
+    def clock(self) -> float:
+        """Its time now, in Unix seconds (a countdown counts from it)."""
+        ...
 
     async def answer(self, lane: Lane, data: bytes) -> bytes:
         """The reply to ``data``, on the caller's event loop."""
@@ -61,6 +66,13 @@ def installed() -> Backend | None:
     """The backend installed last and still installed, if any."""
     with _lock:
         return _installed[-1] if _installed else None
+
+
+def now() -> float:
+    """The time a countdown counts from: the installed backend's clock (a test cluster's
+    moves when the test says), else this machine's."""
+    backend = installed()
+    return time.time() if backend is None else backend.clock()
 
 
 class LocalChannel:

@@ -4,9 +4,11 @@ an application factory.
 Each app gets one blocking :class:`~fastworker.SyncClient` per process, made from the
 app's ``FASTWORKER_*`` config keys. It connects on first use, never at start-up, so the
 app starts (and serves what does not need FastWorker) with no control plane running; a
-prefork server's workers (gunicorn, uWSGI) each connect on their own first use, and a
-client inherited across a fork is dropped unused (its sockets belong to the parent). The
-client is closed at interpreter exit. While no control plane answers, what needs one raises
+prefork server's workers (gunicorn, uWSGI) each connect on their own first use. NNG cannot
+be used in a process forked from one that already used it (nng aborts the child), so a
+worker forked after the app's client connected (say, under ``gunicorn --preload`` with a
+call at import) gets a ``FastWorkerError`` saying so instead. The client is closed at
+interpreter exit. While no control plane answers, what needs one raises
 ``ControlPlaneUnavailable``, which the app answers with HTTP 503 and ``Retry-After``.
 
 In views, use the extension::
@@ -51,7 +53,7 @@ from fastworker import _local as local
 from fastworker._calls import TaskRef, delay_options
 from fastworker._default import configure
 from fastworker._task import Task
-from fastworker.errors import ControlPlaneUnavailable
+from fastworker.errors import ControlPlaneUnavailable, FastWorkerError
 from fastworker.integration._flask_api import task_api
 from fastworker.sync_client import SyncClient
 from fastworker_protocol import Priority, TaskResult
@@ -128,6 +130,7 @@ class _Connection:
         self._client: SyncClient | None = None
         self._backend: local.Backend | None = None  # the test backend it was made under
         self._failed: tuple[float, str] | None = None  # when the last start failed, and why
+        self._connected_in: int | None = None  # the process where it used the network
         self._at_exit = False
 
     def client(self) -> SyncClient:
@@ -143,6 +146,9 @@ class _Connection:
                     atexit.register(self.close)
                     self._at_exit = True
             client = self._client
+            parent = self._connected_in
+            if backend is None and parent is not None and parent != self._pid:
+                raise FastWorkerError(_forked(parent))
             if self._failed is not None:
                 failed_at, reason = self._failed
                 if self._clock() - failed_at < RETRY_PAUSE:
@@ -153,14 +159,16 @@ class _Connection:
                 self._failed = (self._clock(), str(exc))
                 raise
             self._failed = None
+            if backend is None:
+                self._connected_in = self._pid
         if replaced is not None:
             replaced.close()
         return client
 
     def _forget_parent(self) -> None:
         """In a forked child, drop the parent's client without closing it: its sockets
-        and NNG threads belong to the parent (closing them here could hang), and its lock
-        may have been held at the fork."""
+        and NNG threads belong to the parent, and its lock may have been held at the
+        fork. (If the parent used the network, ``client`` refuses: see ``_forked``.)"""
         if self._pid != os.getpid():
             self._pid = os.getpid()
             self._lock = threading.Lock()
@@ -304,6 +312,17 @@ class FastWorker:
         """Submit any task by name, its status, its result and cancel, under
         ``url_prefix``; register it with ``app.register_blueprint``."""
         return task_api(lambda: self.client, name, url_prefix)
+
+
+def _forked(parent: int) -> str:
+    # nng refuses to run in a process forked after it was initialised (a panic: abort),
+    # whether or not the parent's sockets are still open; say so instead of dying.
+    return (
+        f"this process was forked from process {parent} after this app's FastWorker client "
+        "had connected there, and NNG cannot be used in a process forked after it was "
+        "used: use FastWorker only after the fork (with gunicorn --preload, not at import "
+        "or in create_app)"
+    )
 
 
 def _unavailable(exc: ControlPlaneUnavailable) -> ResponseReturnValue:

@@ -140,6 +140,9 @@ class Eager:
     ) -> None:
         self.stop()
 
+    def clock(self) -> float:
+        return time.time()
+
     # --- for assertions ----------------------------------------------------------------------
 
     def submitted(self, name: str | Task[..., Any]) -> list[Submission]:

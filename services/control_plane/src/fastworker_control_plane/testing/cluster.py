@@ -35,6 +35,7 @@ from typing import Any, Self, TypeVar
 from fastworker import SyncClient, TaskRegistry, default_registry
 from fastworker import _local as local
 from fastworker.errors import FastWorkerError, Timeout, rejection
+from fastworker_control_plane.core import queue_controls
 from fastworker_control_plane.core.board import BoardConfig, TaskBoard
 from fastworker_control_plane.core.result_cache import DEFAULT_TTL
 from fastworker_control_plane.engine import Engine
@@ -49,9 +50,9 @@ M = TypeVar("M", bound=Message)
 
 _UPKEEP = 5.0  # seconds between the engine's upkeep rounds (a control plane: 1 s)
 _SWEEP_EVERY = 30
-_MAX_WAIT = 3600.0
+_MAX_WAIT = 366 * 24 * 3600.0  # a held wait's cap (a control plane's default: an hour)
 _CLIENTS = 0  # the connection id of every client request
-_BUSY = (TaskState.ASSIGNED, TaskState.RUNNING)
+_SETTLE = 0.05  # past the goal, timers this close still run: hand-overs in flight
 _WAITING = (TaskState.PENDING, TaskState.QUEUED, TaskState.SCHEDULED, TaskState.RETRYING)
 
 
@@ -103,6 +104,7 @@ class Cluster:
         self._epoch = 0.0
         self._goal: _Goal | None = None
         self._held = 0  # client requests being answered (waits let time skip)
+        self._stopping = False
         self._fault: BaseException | None = None
         self._background: list[asyncio.Task[None]] = []  # the subworkers
         self._upkeep_task: asyncio.Task[None] | None = None
@@ -192,6 +194,7 @@ class Cluster:
         await asyncio.gather(*(w.wait_ready() for w in self.workers))
 
     async def _shutdown(self) -> None:
+        self._stopping = True  # the subworkers' drain need not take real time
         for worker in self.workers:
             worker.request_stop()
         running = [task for task in self._background if not task.done()]
@@ -273,23 +276,31 @@ class Cluster:
             return None
 
     def _skippable(self, wait: float | None) -> float | None:
+        # Idle, and no thread or child working: nothing can happen before the next timer,
+        # so jumping to it is what waiting would do, only sooner.
         if self._engine is None or any(w.outside_loop for w in self.workers):
-            return None  # a thread or a child is working: real time
-        goal, now = self._goal, self._loop.time()
-        settled = self._settled()
-        if goal is not None and not goal.drain and now < goal.until:
-            return goal.until - now if wait is None else min(wait, goal.until - now)
-        if goal is not None and settled and (not goal.drain or not self._timed_work()):
-            self._finish_goal(None)
-            goal = None
-        if not settled or wait is None:
             return None
-        if goal is not None:  # draining: skip to the next timer, within the bound
-            if now + wait > goal.until:
-                self._finish_goal(f"tasks still wait after skipping to {goal.until:g}")
+        goal, now = self._goal, self._loop.time()
+        if goal is not None and not goal.drain:
+            if now < goal.until:
+                return goal.until - now if wait is None else min(wait, goal.until - now)
+            if wait is not None and wait <= _SETTLE:
+                return wait  # a hand-over in flight (an outcome on its way back)
+            self._finish_goal(None)
+        elif goal is not None:
+            left = len(self._engine.board)
+            stuck = self._stuck()
+            if not left:
+                self._finish_goal(None)
+            elif stuck is not None:
+                self._finish_goal(stuck)
                 return None
-            return wait
-        return wait if self._held else None
+            elif wait is None or now + wait > goal.until:
+                self._finish_goal(f"{left} tasks still wait after skipping to the limit")
+                return None
+            else:
+                return wait
+        return wait if (self._held or self._stopping) and wait is not None else None
 
     def _finish_goal(self, failure: str | None) -> None:
         goal, self._goal = self._goal, None
@@ -297,24 +308,20 @@ class Cluster:
             goal.failure = failure
             goal.done.set()
 
-    def _settled(self) -> bool:
-        """Nothing can move without time passing: no task assigned or running, and every
-        subworker waiting for work if tasks are queued (held back by limits, or for a
-        queue no subworker here serves)."""
+    def _stuck(self) -> str | None:
+        """Why the tasks left cannot run, if they cannot: all queued while every subworker
+        waits for work (a queue none of them serves, a paused queue...), and no task is
+        waiting for its time."""
         assert self._engine is not None
-        queued = False
-        for record in self._engine.board.live_records():
-            if record.state in _BUSY:
-                return False
-            queued = queued or record.state == TaskState.QUEUED
-        if not queued:
-            return True
+        board = self._engine.board
+        if any(r.state != TaskState.QUEUED for r in board.live_records()):
+            return None
+        if queue_controls.next_limit_due(board, self.clock()) is not None:
+            return None  # a rate limit lets them go in time
         fetching = self._engine.fetching
-        return all(w.worker_id in fetching for w in self.workers if w.registered)
-
-    def _timed_work(self) -> bool:
-        assert self._engine is not None
-        return self._engine.board.waiting_for_time() > 0
+        if all(w.worker_id in fetching for w in self.workers if w.registered):
+            return f"{len(board)} tasks are queued that no subworker here can take now"
+        return None
 
     def _check(self) -> None:
         if self._fault is not None:
