@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 import fastworker
-
 from fastworker import (
     Client,
     InvalidArguments,
