@@ -4,7 +4,9 @@
 at start); unconfigured, it is ``SyncClient()`` with its defaults, which read the
 ``FASTWORKER_*`` environment variables. The client itself is made on first use, in the
 process that uses it: a process forked after that (gunicorn's and uwsgi's prefork workers)
-makes its own, never sharing its parent's sockets. Under ``fastworker.testing`` the
+makes its own, never sharing its parent's sockets. (NNG itself cannot be used in a process
+forked after it opened a socket: a child of a process whose default client had connected
+gets a clear error instead of NNG's abort.) Under ``fastworker.testing`` the
 default client talks to the eager runner or the test cluster, like any other client.
 """
 
@@ -16,6 +18,7 @@ import threading
 from typing import Any
 
 from fastworker import _local as local
+from fastworker.errors import FastWorkerError
 from fastworker.sync_client import SyncClient
 
 _lock = threading.Lock()
@@ -44,6 +47,12 @@ def default_client() -> SyncClient:
     pid, backend = os.getpid(), local.installed()
     replaced = None
     with _lock:
+        if backend is None and _current is not None and _current[0] != pid and _current[2].started:
+            raise FastWorkerError(
+                "this process was forked from one whose default client had connected, and "
+                "NNG cannot open sockets in a process forked after it started (it aborts): "
+                "submit only after the fork (gunicorn: no --preload of code that submits)"
+            )
         if _current is None or _current[0] != pid or _current[1] is not backend:
             # A client inherited from a parent process is left alone (its sockets are
             # the parent's); one of this process made before a test backend came or went

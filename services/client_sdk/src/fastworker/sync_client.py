@@ -133,6 +133,11 @@ class SyncClient:
         self._submit = {p: connect(p) for p in Priority.by_rank()}
         self._results = connect(None)
 
+    @property
+    def started(self) -> bool:
+        """Whether ``start`` has connected it (to a control plane, or a test backend)."""
+        return self._results is not None
+
     def _channel(self, address: str, announce: Announce) -> BlockingChannel:
         s = self._settings
         unreachable = s.unreachable(address, announce)
