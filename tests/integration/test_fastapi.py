@@ -41,6 +41,10 @@ def build_app(discovery: str, connect_timeout: float = 20) -> tuple[FastAPI, lis
         result = await worker.result(task_id, timeout=20)
         return {"task_id": task_id, "sum": result.result, "workers": worker.worker_count}
 
+    @app.get("/ready")
+    async def ready() -> dict[str, bool]:
+        return {"connected": fw.connected}
+
     app.include_router(fw.router())
     return app, lifespan_ran
 
@@ -117,15 +121,21 @@ def test_the_app_starts_without_a_control_plane_answers_503_then_connects_when_o
         # Then its lifespan neither blocked nor raised
         assert time.monotonic() - started < 2
         assert lifespan_ran == ["started"]
+        assert http.get("/ready").json() == {"connected": False}
         # and what needs the control plane is 503, from an endpoint or the router
         down = http.post("/sum", params={"x": 2, "y": 3})
         assert down.status_code == 503
         assert "control plane" in down.json()["detail"]
         assert http.post("/tasks/add", json={"args": [1, 2]}).status_code == 503
+        # once an attempt to connect has failed, without waiting for another
+        failing_fast = time.monotonic()
+        assert http.post("/sum", params={"x": 2, "y": 3}).status_code == 503
+        assert time.monotonic() - failing_fast < 0.5
         # When the control plane starts, the app connects to it in the background
         cluster.control_plane()
         deadline = time.monotonic() + 30
         while (reply := http.post("/sum", params={"x": 2, "y": 3})).status_code == 503:
             assert time.monotonic() < deadline, "the app never connected"
         assert reply.json()["sum"] == 5
+        assert http.get("/ready").json() == {"connected": True}
     assert lifespan_ran == ["started", "stopped"]

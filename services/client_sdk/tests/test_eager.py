@@ -198,3 +198,35 @@ def test_clients_outside_eager_are_not_affected() -> None:
     client = SyncClient(address="tcp://127.0.0.1:1", connect_timeout=0.2, timeout=0.5)
     with client, pytest.raises(fastworker.ControlPlaneUnavailable):
         client.delay(add, 1, 2)
+
+
+def test_a_fastapi_app_runs_its_tasks_inline_under_eager() -> None:
+    from fastapi import Depends, FastAPI
+    from fastapi.testclient import TestClient
+
+    from fastworker.integration.fastapi import FastWorker
+
+    app = FastAPI()
+    fw = FastWorker(app)
+
+    @app.post("/sum")
+    async def total(x: int, y: int, worker: FastWorker = Depends(fw)) -> dict[str, Any]:  # noqa: B008
+        task_id = await worker.delay(add, x, y)
+        return {"sum": (await worker.result(task_id)).result}
+
+    with eager(registry) as runner, TestClient(app) as http:
+        assert http.post("/sum", params={"x": 2, "y": 5}).json() == {"sum": 7}
+    assert [s.args for s in runner.submitted(add)] == [[2, 5]]
+
+
+def test_the_default_client_follows_configure_and_the_installed_backend() -> None:
+    fastworker.configure(timeout=5.0)
+    try:
+        with eager(registry):
+            client = fastworker.default_client()
+            assert client is fastworker.default_client()
+            assert client._settings.timeout == 5.0
+        with eager(registry):
+            assert fastworker.default_client() is not client  # a new backend, a new client
+    finally:
+        fastworker.configure()

@@ -128,10 +128,17 @@ class FastWorker:
         await self._refresh_workers()
         self._refresher = asyncio.get_running_loop().create_task(self._keep_refreshing())
 
+    @property
+    def connected(self) -> bool:
+        """Whether the client is connected to a control plane now (for a readiness probe:
+        until then, what needs the control plane answers 503)."""
+        return self._connected.is_set()
+
     async def ready(self) -> Client:
-        """The connected client, waiting up to its ``connect_timeout`` for the connection;
-        raises ``ControlPlaneUnavailable`` if there is none by then."""
-        if not self._connected.is_set():
+        """The connected client. While the first attempt to connect is under way it waits
+        for it (up to ``connect_timeout``); once an attempt has failed, it fails fast:
+        ``ControlPlaneUnavailable`` at once, until the background retries connect."""
+        if not self._connected.is_set() and self._last_error is None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._connected.wait(), self.client.connect_timeout)
         if not self._connected.is_set():
