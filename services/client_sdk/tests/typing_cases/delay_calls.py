@@ -19,3 +19,13 @@ async def calls(client: Client, sync: SyncClient) -> None:
     sync.delay(add, 1, 2)
     sync.delay(add, 1, "2")  # wrong
     await client.apply_async(add, (1, 2), priority="high")  # options: apply_async
+
+
+def through_the_default_client() -> None:
+    add.delay(1, 2)
+    add.delay(1, 2, scale=3)
+    add.delay(1, "2")  # wrong
+    add.delay(1, 2, z=3)  # wrong
+    add.apply_async((1, 2), countdown=60)
+    add.delay_on_commit(1, 2)
+    add.delay_on_commit("1", 2)  # wrong
