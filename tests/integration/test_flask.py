@@ -163,6 +163,63 @@ async def test_with_no_control_plane_the_app_starts_answers_503_then_succeeds_on
     assert (receipt.status_code, receipt.json["status"]) == (200, "success")
 
 
+FORKS = """\
+import os, sys
+from bookshop import create_app, fw
+from fastworker import FastWorkerError
+
+app = create_app({"FASTWORKER_DISCOVERY_ADDRESS": sys.argv[1], "FASTWORKER_TIMEOUT": 20})
+
+
+def in_child(use):
+    pid = os.fork()
+    if pid == 0:
+        with app.app_context():
+            try:
+                print(use(), flush=True)
+            except FastWorkerError as exc:
+                print("refused:", exc, flush=True)
+        os._exit(0)  # a refused child's normal exit would hang in nng_fini (pynng's atexit)
+    return os.waitpid(pid, 0)[1]
+
+
+def receipt(n):
+    return lambda: fw.result(fw.delay("send_receipt", n, "ada@example.com", 1.0)).status
+
+
+# forked before anything connected (gunicorn --preload): each child connects on its own
+codes = [in_child(receipt(n)) for n in (1, 2)]
+with app.app_context():
+    print("parent", receipt(3)())
+# forked after the parent connected: refused with an error, not aborted by nng
+codes.append(in_child(receipt(4)))
+print("exit codes", codes)
+"""
+
+
+def test_forked_workers_connect_on_their_own_and_are_refused_once_the_parent_connected(
+    cluster: Cluster, example: Path
+) -> None:
+    cluster.control_plane("--task-modules", "bookshop.tasks", env=workers_env(cluster, example))
+
+    done = subprocess.run(
+        [sys.executable, "-c", FORKS, cluster.discovery],
+        cwd=example,
+        env=clean_env(PYTHONDONTWRITEBYTECODE="1"),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr[-4000:]
+    lines = done.stdout.splitlines()
+    assert lines[:3] == ["success", "success", "parent success"], done.stdout
+    assert lines[3].startswith("refused: this process was forked from process"), done.stderr
+    assert lines[4] == "exit codes [0, 0, 0]", done.stdout
+
+
 def test_the_examples_own_tests_pass_as_its_readme_runs_them() -> None:
     """In the example's folder, under this repository's pytest settings (warnings are
     errors); no bytecode or cache is written there."""

@@ -13,7 +13,7 @@ import pytest
 from flask import Flask
 
 import fastworker
-from fastworker import ControlPlaneUnavailable, SyncClient, _default, task
+from fastworker import ControlPlaneUnavailable, FastWorkerError, SyncClient, _default, task
 from fastworker import _local as local
 from fastworker.integration import flask as extension
 from fastworker.integration._flask_api import BadBody, submit_body
@@ -225,6 +225,25 @@ def test_a_client_is_made_once_per_process_and_again_after_a_fork(
         assert closed == []
         monkeypatch.undo()
         connection.close()
+
+
+def test_a_child_forked_after_its_parent_connected_is_refused_not_aborted_by_nng(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given a connection whose client connected over the network in this process
+    monkeypatch.setattr(SyncClient, "start", lambda self: None)
+    connection = extension._Connection({"discovery_address": NOWHERE})
+    connection.client()
+    # When it is used in a forked child, Then it says why it cannot be
+    pid = os.getpid()
+    monkeypatch.setattr(os, "getpid", lambda: pid + 1)
+    with pytest.raises(FastWorkerError, match=f"forked from process {pid} after"):
+        connection.client()
+    # but in eager mode (no NNG) the child gets a client of its own
+    with eager():
+        assert connection.client() is not None
+    monkeypatch.undo()
+    connection.close()
 
 
 def test_a_client_made_before_a_test_backend_came_is_replaced_when_it_comes() -> None:

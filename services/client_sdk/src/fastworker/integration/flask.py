@@ -5,10 +5,10 @@ Each app gets one blocking :class:`~fastworker.SyncClient` per process, made fro
 app's ``FASTWORKER_*`` config keys. It connects on first use, never at start-up, so the
 app starts (and serves what does not need FastWorker) with no control plane running; a
 prefork server's workers (gunicorn, uWSGI) each connect on their own first use. NNG cannot
-be used in a process forked from one that already used it (nng aborts the child), so a
-worker forked after the app's client connected (say, under ``gunicorn --preload`` with a
-call at import) gets a ``FastWorkerError`` saying so instead. The client is closed at
-interpreter exit. While no control plane answers, what needs one raises
+be used in a process forked from one that already used it, so a worker forked after the
+app's client connected (say, under ``gunicorn --preload`` with a call at import) gets a
+``FastWorkerError`` saying so rather than nng's abort. The client is closed at interpreter
+exit. While no control plane answers, what needs one raises
 ``ControlPlaneUnavailable``, which the app answers with HTTP 503 and ``Retry-After``.
 
 In views, use the extension::
@@ -131,6 +131,7 @@ class _Connection:
         self._backend: local.Backend | None = None  # the test backend it was made under
         self._failed: tuple[float, str] | None = None  # when the last start failed, and why
         self._connected_in: int | None = None  # the process where it used the network
+        self._inherited: list[SyncClient] = []  # clients of parent processes (see below)
         self._at_exit = False
 
     def client(self) -> SyncClient:
@@ -166,12 +167,15 @@ class _Connection:
         return client
 
     def _forget_parent(self) -> None:
-        """In a forked child, drop the parent's client without closing it: its sockets
-        and NNG threads belong to the parent, and its lock may have been held at the
-        fork. (If the parent used the network, ``client`` refuses: see ``_forked``.)"""
+        """In a forked child, set the parent's client aside, never closed nor freed: its
+        sockets are the parent's, and nng aborts a child that frees one (their finalizers
+        close them). Its lock may have been held at the fork. (If the parent used the
+        network, ``client`` refuses: see ``_forked``.)"""
         if self._pid != os.getpid():
             self._pid = os.getpid()
             self._lock = threading.Lock()
+            if self._client is not None:
+                self._inherited.append(self._client)
             self._client = None
             self._failed = None
 
@@ -315,8 +319,9 @@ class FastWorker:
 
 
 def _forked(parent: int) -> str:
-    # nng refuses to run in a process forked after it was initialised (a panic: abort),
-    # whether or not the parent's sockets are still open; say so instead of dying.
+    # nng cannot run in a process forked after it was initialised there, whether or not
+    # the parent's sockets are still open: a new socket aborts the child (nng panics), and
+    # nng_fini, which pynng runs at exit, hangs. Say so at the first use instead.
     return (
         f"this process was forked from process {parent} after this app's FastWorker client "
         "had connected there, and NNG cannot be used in a process forked after it was "
