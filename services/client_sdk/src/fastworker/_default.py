@@ -24,6 +24,8 @@ from fastworker.sync_client import SyncClient
 _lock = threading.Lock()
 _options: dict[str, Any] = {}
 _current: tuple[int, local.Backend | None, SyncClient] | None = None
+_inherited: list[SyncClient] = []  # a parent process's clients, kept: never to be freed
+_parent_connected = False  # a parent process's default client had connected over NNG
 
 
 def configure(**client_options: Any) -> None:
@@ -35,8 +37,9 @@ def configure(**client_options: Any) -> None:
     with _lock:
         _options.clear()
         _options.update(client_options)
+        _leave_parents_client()
         previous, _current = _current, None
-    if previous is not None and previous[0] == os.getpid():
+    if previous is not None:
         previous[2].stop()
 
 
@@ -47,24 +50,34 @@ def default_client() -> SyncClient:
     pid, backend = os.getpid(), local.installed()
     replaced = None
     with _lock:
-        if backend is None and _current is not None and _current[0] != pid and _current[2].started:
+        _leave_parents_client()
+        if backend is None and _parent_connected:
             raise FastWorkerError(
                 "this process was forked from one whose default client had connected, and "
                 "NNG cannot open sockets in a process forked after it started (it aborts): "
                 "submit only after the fork (gunicorn: no --preload of code that submits)"
             )
-        if _current is None or _current[0] != pid or _current[1] is not backend:
-            # A client inherited from a parent process is left alone (its sockets are
-            # the parent's); one of this process made before a test backend came or went
-            # is closed.
-            if _current is not None and _current[0] == pid:
-                replaced = _current[2]
+        if _current is None or _current[1] is not backend:
+            # One made before a test backend came or went is closed.
+            replaced = None if _current is None else _current[2]
             _current = (pid, backend, SyncClient(**_options))
         client = _current[2]
     if replaced is not None:
         replaced.stop()
     client.start()  # idempotent; a failed start is tried again by the next call
     return client
+
+
+def _leave_parents_client() -> None:
+    """In a forked child: put the client inherited from the parent aside, never closed nor
+    freed (closing or freeing a parent's NNG socket aborts a forked child), and remember
+    whether the parent had connected over the network (then NNG cannot be used here)."""
+    global _current, _parent_connected
+    if _current is None or _current[0] == os.getpid():
+        return
+    _inherited.append(_current[2])
+    _parent_connected = _parent_connected or (_current[1] is None and _current[2].started)
+    _current = None
 
 
 def _close() -> None:
