@@ -174,6 +174,14 @@ def test_a_task_id_is_accepted_once() -> None:
     assert len(runner.submissions) == 1
 
 
+def test_an_idempotency_key_names_one_task() -> None:
+    with eager(registry) as runner, SyncClient() as client:
+        first = client.apply_async(add, (1, 1), idempotency_key="order-7")
+        second = client.apply_async(add, (1, 1), idempotency_key="order-7")
+    assert first == second
+    assert len(runner.submissions) == 1
+
+
 def test_current_task_inside_an_eager_task() -> None:
     with eager(registry), SyncClient() as client:
         task_id = client.delay(whoami)

@@ -23,8 +23,7 @@ from fastworker import (
     current_task,
     task,
 )
-from fastworker.testing import Cluster
-from fastworker_control_plane.testing import ClusterError
+from fastworker.testing import Cluster, ClusterError
 
 registry = TaskRegistry()
 ticks: list[float] = []
@@ -190,6 +189,14 @@ async def test_the_async_client_works_inside_a_cluster(cluster: Cluster) -> None
     async with Client() as client:
         task_id = await client.apply_async(add, (20, 22), countdown=60)
         assert await client.wait(task_id, timeout=120) == 42
+
+
+def test_with_no_subworker_tasks_are_accepted_and_wait() -> None:
+    with Cluster(registry, workers=0) as cluster, SyncClient() as client:
+        task_id = client.delay(add, 1, 2)
+        assert [r.task_id for r in cluster.queued] == [task_id]
+        with pytest.raises(ClusterError, match="no subworker here"):
+            cluster.drain()
 
 
 def test_advance_refuses_to_go_back_and_a_stopped_cluster_says_so() -> None:

@@ -17,11 +17,11 @@ from typing import Any
 
 from fastworker.testing.eager import Eager, Submission, eager
 
-__all__ = ["Cluster", "Eager", "Submission", "eager"]
+__all__ = ["Cluster", "ClusterError", "Eager", "Submission", "eager"]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "Cluster":
+    if name in ("Cluster", "ClusterError"):
         try:
             module = importlib.import_module("fastworker_control_plane.testing")
         except ModuleNotFoundError as exc:
@@ -29,5 +29,5 @@ def __getattr__(name: str) -> Any:
                 "fastworker.testing.Cluster needs the fastworker-control-plane and "
                 f"fastworker-subworker packages installed ({exc})"
             ) from exc
-        return module.Cluster
+        return getattr(module, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

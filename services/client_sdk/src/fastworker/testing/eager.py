@@ -116,6 +116,7 @@ class Eager:
     def __post_init__(self) -> None:
         self._codec = Codec()
         self._results: dict[str, TaskResult] = {}
+        self._keys: dict[tuple[str, str], str] = {}  # (name, idempotency key) -> task id
         self._lock = threading.Lock()
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -154,6 +155,7 @@ class Eager:
         with self._lock:
             self.submissions.clear()
             self._results.clear()
+            self._keys.clear()
 
     # --- the backend --------------------------------------------------------------------------
 
@@ -192,8 +194,12 @@ class Eager:
         ids: list[str] = []
         raised: list[BaseException] = []
         for _, spec, task in checked:
-            task_id = spec.id or uuid.uuid4().hex
+            key = None if spec.idempotency_key is None else (spec.name, spec.idempotency_key)
+            task_id = self._keys.get(key, "") if key else ""
+            task_id = task_id or spec.id or uuid.uuid4().hex
             ids.append(task_id)
+            if key is not None:
+                self._keys[key] = task_id  # the same key is the same task, as in production
             if task_id not in self._results:  # a task id is accepted once, as in production
                 exc = await self._run(task_id, spec, task, priority, run_async)
                 if exc is not None:

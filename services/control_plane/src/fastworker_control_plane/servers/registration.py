@@ -24,10 +24,17 @@ MAX_FETCH_WAIT = 5.0
 
 
 class RegistrationHandler:
-    def __init__(self, engine: Engine, instance_id: str, local_worker_id: str | None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        instance_id: str,
+        local_worker_id: str | None,
+        max_fetch_wait: float = MAX_FETCH_WAIT,
+    ) -> None:
         self._engine = engine
         self._instance_id = instance_id
         self._local_worker_id = local_worker_id
+        self._max_fetch_wait = max_fetch_wait
 
     async def __call__(self, message: Message, pipe_id: int) -> Message:
         engine = self._engine
@@ -37,7 +44,7 @@ class RegistrationHandler:
                 if message.started or message.outcomes:
                     engine.report(worker_id, message.started, message.outcomes)
                     await engine.durable()
-                return await engine.assign(worker_id, min(wait, MAX_FETCH_WAIT), prefetch)
+                return await engine.assign(worker_id, min(wait, self._max_fetch_wait), prefetch)
             case Report(worker_id=worker_id, started=started, outcomes=outcomes):
                 engine.heard(worker_id, pipe_id, message.received)
                 engine.report(worker_id, started, outcomes)

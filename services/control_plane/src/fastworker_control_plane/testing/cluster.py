@@ -48,8 +48,12 @@ from fastworker_subworker import Subworker, SubworkerConfig
 T = TypeVar("T")
 M = TypeVar("M", bound=Message)
 
-_UPKEEP = 5.0  # seconds between the engine's upkeep rounds (a control plane: 1 s)
-_SWEEP_EVERY = 30
+# Each wakeup of the loop costs real time when the clock skips a day, so the cluster's
+# periodic work is sparser than a control plane's (upkeep every 1 s, fetches held 5 s):
+# nothing here depends on it but how soon a silent subworker is noticed.
+_UPKEEP = 20.0
+_SWEEP_EVERY = 6
+_FETCH_WAIT = 20.0
 _MAX_WAIT = 366 * 24 * 3600.0  # a held wait's cap (a control plane's default: an hour)
 _CLIENTS = 0  # the connection id of every client request
 _SETTLE = 0.05  # past the goal, timers this close still run: hand-overs in flight
@@ -159,8 +163,13 @@ class Cluster:
         loop = asyncio.get_running_loop()
         start = time.time() if self._start_time is None else self._start_time
         self._epoch = start - loop.time()
-        engine = Engine(TaskBoard(self._board_config), heartbeat_timeout=60.0, clock=self.clock)
+        engine = Engine(TaskBoard(self._board_config), heartbeat_timeout=90.0, clock=self.clock)
         self._engine = engine
+        # Known before any subworker registers, as a control plane knows its own tasks.
+        declared = [t.signature() for t in self.registry]
+        engine.board.learn_tasks(declared)
+        engine.board.learn_schedules(declared, self.clock())
+        engine.arm_timer()
         codec = self._codec
         for priority in Priority.by_rank():
             handler = submission.SubmissionHandler(engine, priority, _MAX_WAIT)
@@ -172,7 +181,9 @@ class Cluster:
         registrar = Responder(
             "registration",
             codec,
-            registration.RegistrationHandler(engine, uuid.uuid4().hex, None),
+            registration.RegistrationHandler(
+                engine, uuid.uuid4().hex, None, max_fetch_wait=_FETCH_WAIT
+            ),
             registration.SERVES,
         )
         self._upkeep_task = self._loop.create_task(self._upkeep(engine))
@@ -181,7 +192,7 @@ class Cluster:
                 SubworkerConfig(
                     concurrency=self._concurrency,
                     queues=self._queues,
-                    fetch_wait=20.0,
+                    fetch_wait=_FETCH_WAIT,
                     name=f"test-cluster-{number}",
                 ),
                 self.registry,
