@@ -75,9 +75,7 @@ def now() -> float:
     return time.time() if backend is None else backend.clock()
 
 
-class LocalChannel:
-    """What :class:`~fastworker.Client` uses in place of a ``RequestChannel``."""
-
+class _Channel:
     connected = True
 
     def __init__(self, backend: Backend, lane: Lane, codec: Codec, auth: str | None) -> None:
@@ -86,6 +84,13 @@ class LocalChannel:
         self._lane = lane
         self._codec = codec
         self._auth = auth
+
+    def close(self) -> None:
+        """Nothing to close: the backend outlives its clients."""
+
+
+class LocalChannel(_Channel):
+    """What :class:`~fastworker.Client` uses in place of a ``RequestChannel``."""
 
     async def request(
         self,
@@ -101,21 +106,9 @@ class LocalChannel:
             raise Timeout(f"no reply from {self.address} within {timeout:g} s") from None
         return read_reply(self._codec, self.address, reply, reply_type)
 
-    def close(self) -> None:
-        """Nothing to close: the backend outlives its clients."""
 
-
-class LocalBlockingChannel:
+class LocalBlockingChannel(_Channel):
     """What :class:`~fastworker.SyncClient` uses in place of a ``BlockingChannel``."""
-
-    connected = True
-
-    def __init__(self, backend: Backend, lane: Lane, codec: Codec, auth: str | None) -> None:
-        self.address = backend.name
-        self._backend = backend
-        self._lane = lane
-        self._codec = codec
-        self._auth = auth
 
     def request(
         self,
@@ -130,6 +123,3 @@ class LocalBlockingChannel:
         except TimeoutError:
             raise Timeout(f"no reply from {self.address} within {timeout:g} s") from None
         return read_reply(self._codec, self.address, reply, reply_type)
-
-    def close(self) -> None:
-        """Nothing to close: the backend outlives its clients."""
