@@ -13,13 +13,14 @@ fi
 uv sync --locked --quiet
 
 # System packages tests run for real: Prometheus and Chromium (Debian's), nngcat (a
-# client no one here wrote, for the protocol's worked example) and curl (the HTTP API's
-# documented examples).
+# client no one here wrote, for the protocol's worked example), curl (the HTTP API's
+# documented examples) and etcd (Debian's etcd-server 3.4, for leader election).
 _missing=()
 command -v prometheus >/dev/null 2>&1 || _missing+=(prometheus)
 command -v chromium >/dev/null 2>&1 || _missing+=(chromium)
 command -v nngcat >/dev/null 2>&1 || _missing+=(nng-utils)
 command -v curl >/dev/null 2>&1 || _missing+=(curl)
+[ -x /usr/bin/etcd ] || _missing+=(etcd-server)
 if ((${#_missing[@]})); then
     if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
         echo "bootstrap: installing ${_missing[*]} with apt-get" >&2

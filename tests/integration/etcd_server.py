@@ -1,0 +1,111 @@
+"""Runs Debian's etcd (``/usr/bin/etcd``, 3.4) for one test, on free loopback ports.
+
+``EtcdServer(tmp_path)`` starts a single-member cluster with its data in ``tmp_path``;
+``stop()`` and ``start()`` again bring the same member back with its data (leases and keys
+survive, as on a real restart). Only 127.0.0.1 is ever contacted; proxies are ignored.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+
+ETCD = Path("/usr/bin/etcd")
+READY_TIMEOUT = 20.0
+STOP_TIMEOUT = 10.0
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def runnable() -> bool:
+    """Installed, or CI (where a missing binary must fail the tests, not skip them)."""
+    return ETCD.exists() or bool(os.environ.get("CI"))
+
+
+class EtcdServer:
+    def __init__(self, tmp_path: Path) -> None:
+        self.data_dir = tmp_path / "etcd-data"
+        self.log_path = tmp_path / "etcd.log"
+        self.client_port = _free_port()
+        self.peer_port = _free_port()
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.client_port}"
+
+    def url(self, prefix: str) -> str:
+        return f"etcd://{self.endpoint}/{prefix}"
+
+    def start(self) -> EtcdServer:
+        if not ETCD.exists():
+            raise RuntimeError(
+                f"{ETCD} not found: install Debian's etcd-server (scripts/test does)"
+            )
+        client = f"http://127.0.0.1:{self.client_port}"
+        peer = f"http://127.0.0.1:{self.peer_port}"
+        with self.log_path.open("ab") as log:
+            self._proc = subprocess.Popen(
+                [
+                    str(ETCD),
+                    "--name=test",
+                    f"--data-dir={self.data_dir}",
+                    f"--listen-client-urls={client}",
+                    f"--advertise-client-urls={client}",
+                    f"--listen-peer-urls={peer}",
+                    f"--initial-advertise-peer-urls={peer}",
+                    f"--initial-cluster=test={peer}",
+                    "--log-level=warn",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + READY_TIMEOUT
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"etcd exited: {self.log_path.read_text()[-3000:]}")
+            if self._healthy():
+                return self
+            time.sleep(0.05)  # polling a condition with a deadline
+        self.stop()
+        raise RuntimeError(f"etcd not healthy in {READY_TIMEOUT} s: {self.log_path.read_text()}")
+
+    def _healthy(self) -> bool:
+        try:
+            with _OPENER.open(f"http://{self.endpoint}/health", timeout=1) as response:
+                return b'"true"' in response.read()
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def __enter__(self) -> EtcdServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
