@@ -127,7 +127,29 @@ def _check_magic(data: bytes) -> None:
     raise NotAJournal("not a FastWorker journal (bad magic)")
 
 
-def _intact_at(data: bytes, offset: int) -> bytes | None:
+def span(chunk: bytes, at: int) -> list[Frame] | None:
+    """The frames ``chunk`` consists of, exactly, if it sits ``at`` bytes into a journal
+    (a piece of one, as replication ships it): ``None`` unless every byte of it belongs
+    to an intact frame checksummed for that very offset. A chunk at 0 starts with the
+    header. Pure: the frames are checked as ``read`` checks them."""
+    found: list[Frame] = []
+    position = 0
+    if at == 0:
+        if not chunk.startswith(MAGIC):
+            return None
+        position = len(MAGIC)
+    while position < len(chunk):
+        payload = _intact_at(chunk, position, at)
+        if payload is None:
+            return None
+        found.append(Frame(at + position, payload))
+        position += HEADER.size + len(payload)
+    return found
+
+
+def _intact_at(data: bytes, offset: int, base: int = 0) -> bytes | None:
+    """The payload of the intact frame at ``offset`` in ``data`` (which starts ``base``
+    bytes into the journal: the checksum binds the frame to its place in the file)."""
     if offset + HEADER.size > len(data):
         return None
     sync, length, crc = HEADER.unpack_from(data, offset)
@@ -135,7 +157,7 @@ def _intact_at(data: bytes, offset: int) -> bytes | None:
     if sync != SYNC or length == 0 or start + length > len(data):
         return None
     payload = data[start : start + length]
-    return payload if _crc(offset, payload) == crc else None
+    return payload if _crc(base + offset, payload) == crc else None
 
 
 def _next_intact(data: bytes, start: int) -> int | None:
