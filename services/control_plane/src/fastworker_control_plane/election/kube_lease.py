@@ -114,10 +114,11 @@ class LeaseCandidate:
     def decide(self, read: LeaseRecord | None, now: float, wall: datetime) -> Decision:
         """What to do with the Lease as just read, at the start of an attempt at ``now``."""
         if self.expired_at(now):
-            return self._lose("renew deadline passed", self.decide(read, now, wall))
+            return self._lose("renew deadline passed", read, now, wall)
         if read is None:
-            decision: Decision = Create(self._record(wall, wall, 0, ""))
-            return self._lose("lease deleted", decision) if self.leading else decision
+            if self.leading is not None:
+                return self._lose("lease deleted", read, now, wall)
+            return Create(self._record(wall, wall, 0, ""))
         self._observe(read, now)
         if self.leading is not None:
             if read.holder == self.identity and read.lease_transitions == self.leading.epoch:
@@ -125,8 +126,7 @@ class LeaseCandidate:
                     self._record(read.acquire_time, wall, read.lease_transitions, read),
                     acquiring=False,
                 )
-            taken = f"lease taken by {read.holder or 'no one'}"
-            return self._lose(taken, self.decide(read, now, wall))
+            return self._lose(f"lease taken by {read.holder or 'no one'}", read, now, wall)
         if read.holder and now < self._observed_at + read.lease_duration_seconds:
             return Wait(read.term())
         return Update(self._record(wall, wall, read.lease_transitions + 1, read), acquiring=True)
@@ -162,10 +162,10 @@ class LeaseCandidate:
             resource_version=read.resource_version,
         )
 
-    def _lose(self, reason: str, then: Decision | None) -> Lost:
+    def _lose(self, reason: str, read: LeaseRecord | None, now: float, wall: datetime) -> Lost:
         self.leading = None
-        if isinstance(then, Lost):
-            then = then.then
+        then = self.decide(read, now, wall)  # as a non-leader: never another Lost
+        assert not isinstance(then, Lost)
         return Lost(reason, then)
 
     def _observe(self, read: LeaseRecord, now: float) -> None:
