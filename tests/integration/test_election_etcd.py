@@ -8,6 +8,7 @@ polls a condition against a deadline.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import os
@@ -18,6 +19,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import etcd_server
 import pytest
 from etcd_server import EtcdServer
@@ -270,3 +272,31 @@ async def test_with_etcd_stopped_the_leader_steps_down_by_its_deadline_and_campa
     won_at = await wait_until(lambda: len(a.elected()) == 2, 8, "a leads again")
     assert a.elected()[1][1].term.epoch > first_epoch
     print(f"leader again {won_at - back_at:.2f} s after etcd came back")
+
+
+async def test_a_leader_whose_key_is_deleted_by_hand_steps_down_within_a_retry_period(
+    etcd: EtcdServer, candidates: Callable[..., Recorded]
+) -> None:
+    # Given a leader, reached through a dead first endpoint and the live one
+    dead = etcd_server._free_port()
+    elector = elector_from_url(
+        f"etcd://127.0.0.1:{dead},{etcd.endpoint}/fw", "a", (), lease_duration=2.0
+    )
+    a = Recorded(elector)
+    try:
+        await a.elector.start()
+        await wait_until(lambda: bool(a.elected()), 5, "a leads past the dead endpoint")
+        # When an operator deletes the leader key
+        async with aiohttp.ClientSession() as http:
+            body = {"key": base64.b64encode(b"/fw/leader").decode()}
+            async with http.post(f"http://{etcd.endpoint}/v3/kv/deleterange", json=body) as r:
+                assert r.status == 200
+        deleted_at = time.monotonic()
+        # Then the leader reports the loss at its next renewal, and campaigns again
+        lost_at = await wait_until(lambda: bool(a.lost()), 2, "a reports loss")
+        assert a.lost()[0][1].reason == "leader key deleted or replaced"
+        assert lost_at - deleted_at <= a.elector.timing.retry_period + 0.3
+        await wait_until(lambda: len(a.elected()) == 2, 5, "a leads again")
+        assert a.elected()[1][1].term.epoch > a.elected()[0][1].term.epoch
+    finally:
+        await a.close()

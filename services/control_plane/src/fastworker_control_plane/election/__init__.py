@@ -32,6 +32,16 @@ What the caller must do (fencing)
     epoch. On ``LostLeadership`` stop serving as leader immediately. Clock *rates* must
     agree within the margin ``lease_duration - renew_deadline``; wall clocks need not agree.
 
+Candidate ids
+    Use an id unique to the process incarnation (pod name plus start time, say): the
+    Kubernetes backend treats a Lease held under its own id that it does not remember
+    winning as someone else's, waiting for it to expire, so a restarted process never
+    inherits a term a paused twin might still believe in.
+
+Unproven here
+    The Kubernetes backend's rules are unit-tested as a pure state machine and its driver
+    over an in-memory API server; its HTTP calls to a real API server are not exercised.
+
 What it must never do: decide leadership by itself, or report a term as led after its
 renew deadline.
 """

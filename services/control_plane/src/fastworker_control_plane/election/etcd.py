@@ -94,6 +94,10 @@ class EtcdElector(Elector):
             except ElectionError as exc:
                 log.warning("election.etcd_unavailable", error=str(exc))
                 await asyncio.sleep(self.timing.retry_period)
+            except Exception:
+                # A malformed answer must not end the campaign; the fence still holds.
+                log.exception("election.etcd_campaign_failed")
+                await asyncio.sleep(self.timing.retry_period)
 
     async def _campaign_once(self) -> None:
         await self._revoke_stale()

@@ -105,6 +105,9 @@ class KubernetesElector(Elector):
                 await self.attempt()
             except ElectionError as exc:
                 log.warning("election.lease_attempt_failed", error=str(exc))
+            except Exception:
+                # A malformed answer must not end the campaign; the fence still holds.
+                log.exception("election.lease_attempt_crashed")
             await asyncio.sleep(self.timing.retry_period)
 
     async def attempt(self) -> None:
