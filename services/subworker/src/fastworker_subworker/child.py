@@ -249,10 +249,13 @@ def main(argv: list[str]) -> int:
     threading.Thread(
         target=_read_commands, args=(channel, child, chunks), name="commands", daemon=True
     ).start()
-    channel.send(wire.Ready(os.getpid()))
-    while (chunk := chunks.get()) is not None:
-        child.run(chunk)
-        channel.send(wire.Idle(resident_memory()))
+    try:
+        channel.send(wire.Ready(os.getpid()))
+        while (chunk := chunks.get()) is not None:
+            child.run(chunk)
+            channel.send(wire.Idle(resident_memory()))
+    except (BrokenPipeError, ConnectionResetError):
+        return 0  # the subworker is gone (it stopped as this child started): no one to tell
     if provider is not None:
         provider.shutdown()  # the spans the tasks made, flushed before a graceful exit
     return 0
