@@ -251,3 +251,18 @@ async def test_a_sync_client_can_be_called_from_its_own_callback(
     assert seen[0] is not None
     assert seen[0].status == TaskStatus.SUCCESS
     assert seen[0].result == 3
+
+
+async def test_a_wait_longer_than_the_control_planes_max_wait_asks_again(
+    cluster: Cluster,
+) -> None:
+    # Given a control plane that holds a wait for at most 1 s
+    cluster.control_plane("--max-wait", "1")
+    async with cluster.client(timeout=20) as client:
+        # When a client waits 20 s for a task that takes 2.5 s
+        task_id = await client.delay("nap", 2.5, "late")
+        # Then it gets the result, not a Timeout when the control plane lets go
+        assert (await client.wait(task_id, timeout=20))["tag"] == "late"
+    with SyncClient(cluster.discovery, timeout=20) as sync:
+        task_id = sync.delay("nap", 2.5, "late-sync")
+        assert sync.wait(task_id, timeout=20)["tag"] == "late-sync"

@@ -308,6 +308,20 @@ def id_chunks(task_ids: Sequence[str]) -> list[list[str]]:
     return [list(task_ids[i : i + BATCH_CHUNK]) for i in range(0, len(task_ids), BATCH_CHUNK)]
 
 
+MIN_HELD = 0.5  # a wait the control plane let go of sooner than this is not asked again
+
+
+def ask_again(
+    results: Sequence[TaskResult | None], deadline: float | None, asked: float, now: float
+) -> bool:
+    """Whether a waiting ``get`` should be sent again: some task is still running, time is
+    left, and the control plane held the last one a while (it ends a held wait at its
+    ``--max-wait``; one that answers at once is not asked in a busy loop)."""
+    if deadline is None or now >= deadline or now - asked < MIN_HELD:
+        return False
+    return any(r is not None and not r.status.is_final for r in results)
+
+
 def final(task_id: str, result: TaskResult | None, wait: float) -> TaskResult:
     """A waited-for result, which must exist and be final."""
     if result is None:

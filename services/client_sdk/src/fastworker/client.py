@@ -23,6 +23,7 @@ from fastworker._calls import (
     TaskPage,
     TaskRef,
     announce_from_base,
+    ask_again,
     batch_specs,
     delay_options,
     eta_of,
@@ -402,11 +403,19 @@ class Client:
         return unwrap(await self.wait_result(task_id, timeout))
 
     async def _get(self, task_ids: list[str], wait: float | None) -> list[TaskResult | None]:
-        reply = await self._request(
-            self._results_channel(), Get(task_ids=task_ids, wait=wait), Results, wait
-        )
-        self._known.remember(reply.results)
-        return reply.results
+        """The tasks' results; with ``wait``, once all are final or ``wait`` has passed,
+        asking again when the control plane let go sooner (it holds a wait for at most
+        its ``--max-wait``)."""
+        loop = asyncio.get_running_loop()
+        deadline = None if wait is None else loop.time() + wait
+        while True:
+            asked = loop.time()
+            left = None if deadline is None else max(0.0, deadline - asked)
+            message = Get(task_ids=task_ids, wait=left)
+            reply = await self._request(self._results_channel(), message, Results, left)
+            self._known.remember(reply.results)
+            if not ask_again(reply.results, deadline, asked, loop.time()):
+                return reply.results
 
     def get_result(self, task_id: str) -> TaskResult | None:
         """The last result this client saw for the task (no network call)."""

@@ -29,6 +29,7 @@ from fastworker._calls import (
     TaskPage,
     TaskRef,
     announce_from_base,
+    ask_again,
     batch_specs,
     delay_options,
     eta_of,
@@ -310,10 +311,16 @@ class SyncClient:
         return unwrap(self.wait_result(task_id, timeout))
 
     def _get(self, task_ids: list[str], wait: float | None) -> list[TaskResult | None]:
-        message = Get(task_ids=task_ids, wait=wait)
-        reply = self._request(self._results_channel(), message, Results, wait)
-        self._client._known.remember(reply.results)
-        return reply.results
+        """As the async client's: asks again when a held wait ends before ``wait``."""
+        deadline = None if wait is None else time.monotonic() + wait
+        while True:
+            asked = time.monotonic()
+            left = None if deadline is None else max(0.0, deadline - asked)
+            message = Get(task_ids=task_ids, wait=left)
+            reply = self._request(self._results_channel(), message, Results, left)
+            self._client._known.remember(reply.results)
+            if not ask_again(reply.results, deadline, asked, time.monotonic()):
+                return reply.results
 
     def get_result(self, task_id: str) -> TaskResult | None:
         """The last result this client saw for the task (no network call)."""
