@@ -124,6 +124,8 @@ class Cluster:
         this process use this cluster."""
         if self._thread is not None:
             return self
+        if self._loop.is_closed():
+            raise ClusterError("a stopped Cluster cannot start again: make a new one")
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="fastworker-test-cluster", daemon=True
         )
