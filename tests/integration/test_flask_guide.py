@@ -95,6 +95,9 @@ async def test_the_flask_guide_runs_as_written(installed: Installed) -> None:
             else:
                 pytest.fail(f"this test does not know how to run the guide's {line!r}")
             ran.append(argv[2] if argv[0] == "uv" else "pip")
+        # Ctrl-C, as the guide's reader stops it: the dev cluster's processes run in
+        # sessions of their own, which a SIGKILL of the group would leave running
+        assert dev.interrupt() == 0, dev.output[-4000:]
     assert ran == ["pip", "fastworker", "flask", "pip", "gunicorn", "pip", "pytest"]
 
 
