@@ -57,6 +57,25 @@ async def test_dev_runs_reloads_and_stops_everything_on_ctrl_c(dev_dir: Path) ->
         dev.kill()
 
 
+async def test_a_killed_dev_leaves_nothing_running(dev_dir: Path) -> None:
+    dev = Dev(dev_dir, "--task-modules", "devtasks", "--subworkers", "1")
+    try:
+        # Given a dev cluster running its control plane and a subworker
+        await dev.ready()
+        assert len(dev.children()) == 2
+        # When `fastworker dev` itself is killed (no Ctrl-C, no chance to stop them)
+        dev.popen.kill()
+        dev.popen.wait()
+
+        # Then its processes, each in a session of its own, stop by themselves
+        async def all_gone() -> bool:
+            return dev.children() == []
+
+        await wait_until(all_gone, 30, "the dev cluster's processes to stop")
+    finally:
+        dev.kill()
+
+
 def test_a_port_in_use_is_one_clear_error(dev_dir: Path) -> None:
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", 0))

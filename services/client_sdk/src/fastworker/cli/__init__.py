@@ -19,6 +19,7 @@ from typing import TypeAlias
 
 from fastworker.cli import client_commands, dev, queue_commands, watch
 from fastworker.cli.common import EXIT_OK, EXIT_USAGE, CommandError
+from fastworker.cli.lifetime import follow_parent
 
 __all__ = ["main"]
 
@@ -71,6 +72,8 @@ def _add_plugins(commands: _Commands, command: str | None) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if not follow_parent():
+        return EXIT_OK  # started by a `fastworker dev` that has already gone
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(argv[0] if argv else None).parse_args(argv)
     try:

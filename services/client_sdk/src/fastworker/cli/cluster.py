@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from fastworker.cli.common import EXIT_OK, EXIT_TASK_FAILED, CommandError
+from fastworker.cli.lifetime import PARENT_ENV
 from fastworker.client import Client
 from fastworker.errors import FastWorkerError
 from fastworker_protocol import (
@@ -245,6 +246,9 @@ class DevCluster:
 def _child_env(out: TextIO) -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("FASTWORKER_LOG_FORMAT", "console" if out.isatty() else "json")
+    # Each child runs in a session of its own (Ctrl-C is passed on in order), so no signal
+    # to this process's group reaches it: it stops itself when this process dies.
+    env[PARENT_ENV] = str(os.getpid())
     # ``python -m`` puts the working directory on sys.path: task modules resolve from here.
     return env
 
