@@ -22,6 +22,8 @@ from fastworker_control_plane.dashboard.views import Identity
 from fastworker_control_plane.durability.entries import snapshot
 from fastworker_control_plane.durability.journal import Journal, JournalError
 from fastworker_control_plane.engine import Clock, Engine
+from fastworker_control_plane.ha import addresses
+from fastworker_control_plane.ha.leader import LeaderReplication, Leadership
 from fastworker_control_plane.metrics import control_plane_registry
 from fastworker_control_plane.servers import registration, results, submission
 from fastworker_control_plane.servers.discovery import DiscoveryAnnouncer
@@ -47,10 +49,16 @@ class ControlPlane:
         registry: TaskRegistry | None = None,
         *,
         clock: Clock = time.time,
+        leadership: Leadership | None = None,
     ) -> None:
+        """``leadership``: this control plane leads replicas (``ha.node`` makes it)."""
         self.config = config or ControlPlaneConfig()
         self.registry = registry if registry is not None else default_registry
-        self.instance_id = uuid.uuid4().hex
+        self.leadership = leadership
+        if leadership is None:
+            self.instance_id = uuid.uuid4().hex
+        else:
+            self.instance_id = addresses.instance_id(leadership.candidate_id, leadership.epoch)
         self.codec = Codec(self.config.max_message_size)
         board = TaskBoard(
             BoardConfig(
@@ -75,6 +83,8 @@ class ControlPlane:
         self._local_address = f"inproc://fastworker-{self.instance_id}"
         self._web: WebServer | None = None
         self._journal: Journal | None = None
+        self.replication: LeaderReplication | None = None
+        self._replication_socket: pynng.Socket | None = None
         # Read once: a missing or unreadable certificate fails here, before any socket.
         self._tls_config = None if self.config.tls is None else self.config.tls.listening()
         self._serving = False
@@ -82,14 +92,8 @@ class ControlPlane:
 
     @property
     def announcement(self) -> Announce:
-        ports, cfg = self.config.ports, self.config
-        return Announce(
-            instance_id=self.instance_id,
-            submit=[cfg.advertise(ports.submission(p)) for p in Priority.by_rank()],
-            results=cfg.advertise(ports.results),
-            registration=cfg.advertise(ports.registration),
-            version=__version__,
-        )
+        epoch = 0 if self.leadership is None else self.leadership.epoch
+        return announcement(self.config, self.instance_id, epoch)
 
     async def start(self) -> None:
         """Bind every socket and start serving; on failure nothing is left open."""
@@ -109,13 +113,17 @@ class ControlPlane:
         if not self.config.http_port:
             return
         routes = DashboardRoutes(self.engine, Identity(self.instance_id, self.started_at))
+        leadership = self.leadership
         self._web = WebServer(
             self.config.bind_host,
             self.config.http_port,
-            control_plane_registry(self.engine, self._local),
+            control_plane_registry(
+                self.engine, self._local, () if leadership is None else leadership.collectors
+            ),
             self.readiness,
             routes.routes(),
             self.config.auth_token,
+            details=None if leadership is None else leadership.details,
         )
         await self._web.start()
 
@@ -127,10 +135,19 @@ class ControlPlane:
             return "stopping"
         if not self._serving:
             return "starting"
+        if (fenced := self._fence()) is not None:
+            return fenced
         journal = self.engine.journal
         if journal is not None and journal.problem is not None:
             return f"journal cannot be written: {journal.problem}"
         return None
+
+    def _fence(self) -> str | None:
+        """Why this process must not answer as the leader now (None: it may)."""
+        leadership = self.leadership
+        if leadership is None or leadership.leading():
+            return None
+        return f"this control plane is no longer the leader (its term was epoch {leadership.epoch})"
 
     def _faulted(self, fault: Fault) -> None:
         self._stop.set()  # ``run`` closes everything, then raises
@@ -151,6 +168,8 @@ class ControlPlane:
             raise JournalError(f"cannot write the journal in {journal.directory}: {exc}") from exc
         self._supervisor.watch("the journal writer", writer, journal.fail)
         self.engine.keep_journal(journal)
+        if self.leadership is not None:
+            self._replicate(journal, self.leadership)
         log.info(
             "journal replayed",
             state_dir=self.config.state_dir,
@@ -161,6 +180,23 @@ class ControlPlane:
             torn_bytes=replayed.torn,
             skipped_bytes=sum(gap.size for gap in replayed.skipped),
         )
+
+    def _replicate(self, journal: Journal, leadership: Leadership) -> None:
+        """Serve the journal to followers; acknowledge only what enough of them have."""
+        replication = LeaderReplication(
+            journal,
+            leadership.epoch,
+            leadership.leading,
+            leadership.settings,
+            on_step_down=leadership.on_step_down,
+            auth_token=self.config.auth_token,
+        )
+        self.replication = replication
+        self.engine.replication = replication
+        address = self.config.bind(self.config.replication_port_number)
+        self._replication_socket = self._bind(pynng.Rep0, [address])
+        self._supervisor.spawn("replication", replication.serve(self._replication_socket))
+        self._supervisor.spawn("replication judge", replication.judge())
 
     def _start(self) -> None:
         cfg, ports, engine = self.config, self.config.ports, self.engine
@@ -246,7 +282,9 @@ class ControlPlane:
         self, name: str, addresses: list[str], handler: Handler, serves: tuple[type[Message], ...]
     ) -> pynng.Socket:
         sock = self._bind(pynng.Rep0, addresses)
-        server = ReplyServer(name, sock, self.codec, handler, serves, self.config.auth_token)
+        server = ReplyServer(
+            name, sock, self.codec, handler, serves, self.config.auth_token, fence=self._fence
+        )
         server.on_fault = lambda error: self._supervisor.report(f"the {name} server", error)
         server.start()
         self._servers.append(server)
@@ -292,10 +330,28 @@ class ControlPlane:
         if self._announcer is not None:
             await self._announcer.close()
         self._servers, self._background, self._announcer = [], [], None
+        if self.replication is not None:
+            self.replication.close()
+        if self._replication_socket is not None:
+            self._replication_socket.close()
+            self._replication_socket = None
         if self._journal is not None:
             await self._journal.close()
             self._journal = None
         log.info("control plane stopped", instance=self.instance_id)
+
+
+def announcement(config: ControlPlaneConfig, instance_id: str, epoch: int = 0) -> Announce:
+    """What a control plane with ``config`` announces on the discovery bus."""
+    ports = config.ports
+    return Announce(
+        instance_id=instance_id,
+        submit=[config.advertise(ports.submission(p)) for p in Priority.by_rank()],
+        results=config.advertise(ports.results),
+        registration=config.advertise(ports.registration),
+        version=__version__,
+        epoch=epoch,
+    )
 
 
 def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[[int], None], arg: int) -> None:

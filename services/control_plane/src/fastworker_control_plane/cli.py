@@ -21,9 +21,9 @@ from fastworker.cli.common import (
 )
 from fastworker.log_setup import configure_logging
 from fastworker.options import add_option, queue_weights
-from fastworker_control_plane.app import ControlPlane
 from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_control_plane.durability.journal import JournalError
+from fastworker_control_plane.ha.node import replicated_or_alone
 from fastworker_control_plane.supervision import TaskDied
 from fastworker_protocol import (
     DEFAULT_BASE_PORT,
@@ -196,6 +196,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         default=_D["http_port"].default,
         help="dashboard, JSON API, /metrics, /healthz and /readyz (0: off); binds --host",
     )
+    add_replication_options(parser)
     add_auth_token(parser)
     add_tls_options(parser, listening=True)
     add_option(
@@ -207,6 +208,57 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     add_log_level(parser)
     parser.set_defaults(run=run)
     return parser
+
+
+def add_replication_options(parser: argparse.ArgumentParser) -> None:
+    add_option(
+        parser,
+        "--leader-election",
+        default=None,
+        metavar="URL",
+        help="run as one of 2 or 3 replicas: etcd://host:2379[,host:2379]/prefix or "
+        "kubernetes://[namespace/]lease-name elects the leader; followers keep a copy of "
+        "its journal (needs --state-dir; default: run alone)",
+    )
+    add_option(
+        parser,
+        "--lease-duration",
+        type=float,
+        default=_D["lease_duration"].default,
+        metavar="SECONDS",
+        help="how long a leader's term lasts unrenewed: how soon a follower takes over "
+        "from a leader that died",
+    )
+    add_option(
+        parser,
+        "--sync-replicas",
+        type=int,
+        default=_D["sync_replicas"].default,
+        metavar="N",
+        help="followers that must have a write on disk before it is acknowledged",
+    )
+    add_option(
+        parser,
+        "--require-sync",
+        switch=True,
+        help="refuse writes while fewer than --sync-replicas followers are in sync "
+        "(default: go on alone, and say so in logs, metrics and /readyz)",
+    )
+    add_option(
+        parser,
+        "--replication-port",
+        type=int,
+        default=_D["replication_port"].default,
+        metavar="PORT",
+        help="where a leader serves its journal to followers (0: the base port + 6)",
+    )
+    add_option(
+        parser,
+        "--replica-id",
+        default=None,
+        metavar="NAME",
+        help="this replica's name in metrics and the dashboard (default: the host name)",
+    )
 
 
 def command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -246,8 +298,14 @@ def run(args: argparse.Namespace) -> int:
             salvage_journal=args.salvage_journal,
             tls=tls_from(args),
             auth_token=args.auth_token or None,
+            leader_election=args.leader_election or None,
+            lease_duration=args.lease_duration,
+            sync_replicas=args.sync_replicas,
+            require_sync=args.require_sync,
+            replication_port=args.replication_port,
+            replica_id=args.replica_id or None,
         )
-        plane = ControlPlane(config)
+        plane = replicated_or_alone(config)
         with traced("fastworker-control-plane"):
             return serve(plane.run, plane.request_stop)
     except (TaskModuleError, ValueError, PortInUse, CommandError, JournalError) as exc:

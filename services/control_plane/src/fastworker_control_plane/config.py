@@ -24,6 +24,7 @@ from fastworker_protocol import (
 from fastworker_subworker.processes import cpu_count
 
 _WILDCARDS = {"0.0.0.0", "::", "*", ""}
+REPLICATION_OFFSET = 6  # the replication port is the base port + 6 unless set
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,13 @@ class ControlPlaneConfig:
     # Replay a journal damaged mid-file (skipping the damage) instead of refusing to start.
     salvage_journal: bool = False
     tls: TLS | None = None  # with a certificate and key: every TCP socket is tls+tcp://
+    # Replicated control planes (see ``ha``): None runs this one alone.
+    leader_election: str | None = None  # etcd://host:2379/prefix, kubernetes://[ns/]lease
+    lease_duration: float = 5.0
+    sync_replicas: int = 1  # followers whose fsync an acknowledgement waits for
+    require_sync: bool = False  # refuse writes (not go on alone) with too few in sync
+    replication_port: int = 0  # 0: base port + 6
+    replica_id: str | None = None  # this replica's name (default: the host name)
 
     def __post_init__(self) -> None:
         PortMap(self.base_port)  # validates the range
@@ -74,6 +82,31 @@ class ControlPlaneConfig:
             raise ValueError("max queued must be at least 1")
         if self.local_concurrency < 0:
             raise ValueError("local concurrency must be >= 0")
+        if self.leader_election is not None:
+            if self.state_dir is None:
+                raise ValueError(
+                    "--leader-election needs --state-dir: a replica keeps the leader's "
+                    "journal there"
+                )
+            if self.sync_replicas < 1:
+                raise ValueError("sync replicas must be at least 1")
+            if not 0 < self.replication_port_number <= 65535:
+                raise ValueError(
+                    f"replication port {self.replication_port_number} is outside 1..65535"
+                )
+            if self.base_port <= self.replication_port_number <= self.ports.registration:
+                raise ValueError(
+                    f"replication port {self.replication_port_number} collides with the "
+                    f"{self.base_port}..{self.ports.registration} range"
+                )
+
+    @property
+    def replication_port_number(self) -> int:
+        return self.replication_port or self.base_port + REPLICATION_OFFSET
+
+    @property
+    def replica_name(self) -> str:
+        return self.replica_id or socket.gethostname()
 
     @property
     def ports(self) -> PortMap:

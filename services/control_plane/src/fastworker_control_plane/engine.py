@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
 import structlog
 
@@ -19,6 +20,7 @@ from fastworker_control_plane.core.limits import Scope
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.core.workers import Delivery
 from fastworker_control_plane.durability.entries import Recorder
+from fastworker_control_plane.durability.errors import NotLeading
 from fastworker_control_plane.durability.journal import Journal, JournalError
 from fastworker_control_plane.events import DEFAULT_BACKLOG, EventBus, Subscription
 from fastworker_control_plane.tracing import DispatchTracer
@@ -36,6 +38,20 @@ from fastworker_protocol import (
 log = structlog.get_logger(__name__)
 
 Clock = Callable[[], float]
+
+
+class Replication(Protocol):
+    """What a replicated leader adds to acknowledgements (``ha.leader``)."""
+
+    def after(self, flushed: asyncio.Future[None]) -> asyncio.Future[None]: ...
+
+    def accepts_writes(self) -> bool: ...
+
+
+_REFUSING = (
+    "too few replicas are in sync to acknowledge writes (--require-sync); nothing was "
+    "queued: retry later"
+)
 
 
 class Engine:
@@ -56,11 +72,13 @@ class Engine:
         self.accepting = True
         self.dispatch_tracer: DispatchTracer | None = None  # set when exporting traces
         self.journal: Journal | None = None  # set with --state-dir
+        self.replication: Replication | None = None  # set on a replicated leader
         self._recorder = Recorder()
 
     # --- clients -------------------------------------------------------------------------
 
     def submit(self, specs: Sequence[TaskSpec], priority: Priority) -> list[str]:
+        self._check_writable()
         ids = self.board.submit(specs, priority, self.clock())
         self.kick()
         self.arm_timer()
@@ -69,6 +87,7 @@ class Engine:
     def submit_each(
         self, specs: Sequence[TaskSpec], priority: Priority
     ) -> tuple[list[str], list[Rejected]]:
+        self._check_writable()
         ids, rejected = self.board.submit_each(specs, priority, self.clock())
         self.kick()
         self.arm_timer()
@@ -80,6 +99,10 @@ class Engine:
         self.journal = journal
         self.board.record_changes = True
 
+    def _check_writable(self) -> None:
+        if self.replication is not None and not self.replication.accepts_writes():
+            raise Rejected(ErrorCode.UNAVAILABLE, _REFUSING)
+
     def persisted(self) -> asyncio.Future[None]:
         """Resolves once every transition so far is in the journal (at once without one):
         what a reply that acknowledges them waits for."""
@@ -88,7 +111,9 @@ class Engine:
             done.set_result(None)
             return done
         self._publish()
-        return self.journal.flushed()
+        if self.replication is None:
+            return self.journal.flushed()
+        return self.replication.after(self.journal.flushed())
 
     async def durable(self) -> None:
         """Wait for ``persisted``; a journal that cannot be written is an ``internal``
@@ -97,6 +122,8 @@ class Engine:
             return
         try:
             await self.persisted()
+        except NotLeading as exc:
+            raise Rejected(ErrorCode.UNAVAILABLE, f"{exc}: discover the leader and retry") from None
         except JournalError as exc:
             raise Rejected(
                 ErrorCode.INTERNAL, f"{exc} (the request took effect in memory only)"
@@ -122,6 +149,7 @@ class Engine:
     def cancel(self, task_id: str) -> tuple[TaskResult, bool]:
         """Cancel a task; one that a subworker holds is cancelled there too, through the
         reply to its held fetch (answered at once) or its next one."""
+        self._check_writable()
         result, changed = self.board.cancel(task_id, self.clock())
         if changed:
             self.finished([result])

@@ -8,7 +8,7 @@ priorities and worker states: bounded sets, never task ids.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -155,10 +155,15 @@ class ControlPlaneCollector(Collector):
             yield CounterMetricFamily(f"fastworker_result_cache_{name}", help_text, value=value)
 
 
-def control_plane_registry(engine: Engine, local: Subworker | None = None) -> CollectorRegistry:
-    """Every series of this process: the control plane's, and its embedded subworker's."""
+def control_plane_registry(
+    engine: Engine, local: Subworker | None = None, more: Iterable[Collector] = ()
+) -> CollectorRegistry:
+    """Every series of this process: the control plane's, its embedded subworker's, and
+    ``more`` (a replica's)."""
     registry = CollectorRegistry(auto_describe=True)
     registry.register(ControlPlaneCollector(engine))
     if local is not None:
         registry.register(SubworkerCollector(local))
+    for collector in more:
+        registry.register(collector)
     return registry

@@ -24,6 +24,9 @@ class ErrorCode(StrEnum):
     SHUTTING_DOWN = "shutting_down"  # the control plane is stopping and takes no new work
     UNAUTHORIZED = "unauthorized"  # the request lacks the control plane's auth token
     QUEUE_FULL = "queue_full"  # the priority is at its bound of live tasks; retry later
+    # Not the leader (any more), or too few replicas in sync under --require-sync: the
+    # request took no effect here; discover the leader and retry.
+    UNAVAILABLE = "unavailable"
     INTERNAL = "internal"  # a bug on the replying side; the request may be retried
 
 

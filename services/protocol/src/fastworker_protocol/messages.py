@@ -445,6 +445,10 @@ class Announce(Message, tag="announce"):
     """A control plane's addresses, broadcast every 2 s and in answer to ``Probe``.
 
     ``submit`` lists the four submission addresses, most urgent priority first.
+    ``epoch`` is the leader's term when control planes are replicated (0: one control
+    plane alone); a follower announces its leader's addresses under the leader's
+    ``instance_id`` and ``epoch``. Peers ignore an announcement with an ``epoch`` lower
+    than the highest they have heard: it names a leader already replaced.
     """
 
     instance_id: str
@@ -453,6 +457,7 @@ class Announce(Message, tag="announce"):
     registration: str
     http: str | None = None
     version: str = ""
+    epoch: int = 0
 
 
 class Probe(Message, tag="probe"):

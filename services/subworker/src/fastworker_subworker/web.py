@@ -32,8 +32,11 @@ class WebServer:
         readiness: Readiness,
         routes: Iterable[web.AbstractRouteDef] = (),
         auth: str | None = None,
+        details: Callable[[], dict[str, object]] | None = None,
     ) -> None:
+        """``details``: more to say in ``/readyz``'s JSON, ready or not (a replica's role)."""
         self.host = host
+        self._details = details
         self.port = port
         self._metrics = metrics
         self._readiness = readiness
@@ -73,9 +76,10 @@ class WebServer:
 
     async def _readyz(self, request: web.Request) -> web.Response:
         reason = self._readiness()
+        details = {} if self._details is None else self._details()
         if reason is None:
-            return web.json_response({"status": "ready"})
-        return web.json_response({"status": reason}, status=503)
+            return web.json_response({"status": "ready", **details})
+        return web.json_response({"status": reason, **details}, status=503)
 
     async def _metrics_text(self, request: web.Request) -> web.Response:
         body = generate_latest(self._metrics)

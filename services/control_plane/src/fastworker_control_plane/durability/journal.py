@@ -63,6 +63,10 @@ class Journal:
         self._compact_soon = False
         self._replayed = Replayed()
         self._closing = False
+        # Told after each commit (the new size, how many frames it wrote) and each
+        # rewrite (the new size), on the event loop: replication ships what they cover.
+        self.on_commit: Callable[[int, int], None] | None = None
+        self.on_rewrite: Callable[[int], None] | None = None
 
     # --- start ------------------------------------------------------------------------
 
@@ -190,6 +194,8 @@ class Journal:
                 await asyncio.to_thread(self._write, payloads)
                 self.commits += 1
                 self.problem = None
+                if self.on_commit is not None:
+                    self.on_commit(self.size, len(payloads))
             except OSError as exc:
                 error = exc
                 self._pending[:0] = payloads
@@ -236,6 +242,8 @@ class Journal:
             )
             self._snapshot_size = self.size  # again once it has doubled
             return
+        if self.on_rewrite is not None:
+            self.on_rewrite(self.size)
         log.info("journal compacted", path=str(self.path), before=before, after=self.size)
 
     # --- stop ----------------------------------------------------------------------------

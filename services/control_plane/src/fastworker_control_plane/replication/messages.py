@@ -78,13 +78,16 @@ CHECKSUM = "checksum"  # not whole, intact frames for that offset (torn, corrupt
 class Ack(Message, tag="ack"):
     """Everything of ``log_id`` up to ``durable`` is synced on the follower's disk
     (``log_id`` empty: it holds nothing). ``staging``/``staged``: a snapshot of that log
-    is being received, this many bytes so far. ``why``: the last message did not fit."""
+    is being received, this many bytes so far. ``why``: the last message did not fit.
+    ``replica``: the follower's name (for the leader's lag metrics and in-sync set)."""
 
     log_id: bytes
     durable: int
     staging: bytes = b""
     staged: int = 0
     why: str = FIT
+    replica: str = ""
+    auth: str = ""  # the control planes' shared token, when they have one
 
 
 # Why a follower refused (stable codes).
@@ -98,6 +101,8 @@ class Refused(Message, tag="refused"):
     stream version the follower does not."""
 
     reason: str
+    replica: str = ""
+    auth: str = ""
 
 
 LeaderMessage = Hello | Append | Snapshot

@@ -151,3 +151,11 @@ class Replica:
             os.close(self._fd)
         self._fd, self.size = files.append_after(self.path, size, frames.MAGIC)
         self.recovered = replayed.recovered
+
+
+def remember_epoch(directory: Path, epoch: int) -> None:
+    """A replica about to lead records its term, holding no log of anyone's: when it
+    follows again it refuses older terms and is sent a snapshot (its journal, written
+    as leader, is not a prefix of any other leader's)."""
+    files.replace(directory / STATE_NAME, msgspec.msgpack.encode(Seen(epoch, b"")))
+    files.sync_directory(directory)

@@ -1,9 +1,11 @@
 """Discovery announcer: the control plane's BUS listener on the discovery port.
 
 Every subworker and client dials this socket, so the control plane is the hub of the bus
-and its announcements reach every peer, on one host or across pods. It announces every
-``interval`` seconds and at once when a peer sends ``Probe``. Nothing else on the bus is
-answered (a bus has no replies); undecodable frames are counted and dropped.
+and its announcements reach every peer, on one host or across pods. A follower replica
+announces its leader's addresses here (``update``), so any replica leads peers to it.
+It announces every ``interval`` seconds and at once when a peer sends ``Probe``. Nothing
+else on the bus is answered (a bus has no replies); undecodable frames are counted and
+dropped.
 """
 
 from __future__ import annotations
@@ -26,12 +28,13 @@ class DiscoveryAnnouncer:
         self,
         socket: pynng.Bus0,
         codec: Codec,
-        announce: Announce,
+        announce: Announce | None,
         interval: float = ANNOUNCE_INTERVAL,
     ) -> None:
         self._socket = socket
         self._codec = codec
-        self._announcement = codec.encode(announce)
+        self._announcement: bytes | None = None
+        self.update(announce)
         self._interval = interval
         self._announcing: asyncio.Task[None] | None = None
         self._listening: asyncio.Task[None] | None = None
@@ -52,7 +55,16 @@ class DiscoveryAnnouncer:
             self._announcing.cancel()  # it only sleeps between sends
         await asyncio.gather(*tasks, return_exceptions=True)
 
+    def update(self, announce: Announce | None) -> None:
+        """Announce ``announce`` from now on (None: nothing; a follower with no leader)."""
+        encoded = None if announce is None else self._codec.encode(announce)
+        if encoded != self._announcement:
+            self._announcement = encoded
+            self.announce()
+
     def announce(self) -> None:
+        if self._announcement is None:
+            return
         with contextlib.suppress(pynng.NNGException):
             self._socket.send(self._announcement, block=False)
 

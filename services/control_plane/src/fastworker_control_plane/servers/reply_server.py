@@ -55,11 +55,12 @@ class ReplyServer:
         auth: str | None = None,
         *,
         max_queued_replies: int = _MAX_QUEUED_REPLIES,
+        fence: Callable[[], str | None] | None = None,
     ) -> None:
         self.name = name
         self._socket = socket
         self._codec = codec
-        self._responder = Responder(name, codec, handler, serves, auth)
+        self._responder = Responder(name, codec, handler, serves, auth, fence)
         self.connections = Connections(
             _MAX_QUEUED_MESSAGES * codec.max_message_size, max_queued_replies
         )

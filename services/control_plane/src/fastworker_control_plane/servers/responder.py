@@ -43,8 +43,12 @@ class Responder:
         handler: Handler,
         serves: tuple[type[Message], ...],
         auth: str | None = None,
+        fence: Callable[[], str | None] | None = None,
     ) -> None:
+        """``fence`` says why this process must not answer now (a replica that is no
+        longer the leader), checked before handling and again before replying."""
         self.name = name
+        self._fence = fence
         self._codec = codec
         self._handler = handler
         self._serves = serves
@@ -68,20 +72,30 @@ class Responder:
                 ErrorCode.WRONG_PORT,
                 f"{message_op(message)!r} is not served here ({self.name} serves: {served})",
             )
+        if (fenced := self._fenced()) is not None:
+            return fenced
         try:
             reply = await self._handler(message, pipe_id)
+            if (fenced := self._fenced()) is not None:
+                return fenced
             return self._codec.encode(reply)
         except EncodeError as exc:
             return self._error(
                 ErrorCode.OVERSIZE, f"the reply does not fit in a message ({exc}): ask for less"
             )
         except Rejected as exc:
+            if (fenced := self._fenced()) is not None:
+                return fenced
             return self._codec.encode(Error(code=exc.code, message=exc.message, detail=exc.detail))
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log.exception("handler failed", server=self.name, op=message_op(message))
             return self._error(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+
+    def _fenced(self) -> bytes | None:
+        why = None if self._fence is None else self._fence()
+        return None if why is None else self._error(ErrorCode.UNAVAILABLE, why)
 
     def _authorized(self, data: bytes) -> bool:
         assert self._auth is not None

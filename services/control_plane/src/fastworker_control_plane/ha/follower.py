@@ -1,0 +1,156 @@
+"""A follower's link to its leader: receive the journal into the state dir.
+
+It dials the leader's replication socket (REQ) and sends where it is (an ``Ack``, or a
+``Refused`` for a deposed leader); each answer is checked by the ``Follower`` state
+machine, carried out on disk by the ``Replica`` (fdatasynced, in a thread) and
+acknowledged by the next request. A leader holds a request while nothing is new and
+sends a heartbeat every ``HEARTBEAT``; silence for ``silence`` seconds, or a new
+leader, redials. The replica holds the state dir's lock until ``close``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from pathlib import Path
+
+import msgspec
+import pynng
+import structlog
+
+from fastworker.tls import TLS, dial_config
+from fastworker_control_plane.replication import messages as m
+from fastworker_control_plane.replication.follower import Follower, Phase
+from fastworker_control_plane.replication.replica import Replica
+from fastworker_control_plane.replication.source import CHUNK
+
+log = structlog.get_logger(__name__)
+
+SILENCE = 3.0  # seconds without an answer before the link is redialed
+
+
+class FollowerLink:
+    def __init__(
+        self,
+        state_dir: Path,
+        name: str,
+        *,
+        max_message_size: int,
+        tls: TLS | None = None,
+        auth_token: str | None = None,
+        silence: float = SILENCE,
+    ) -> None:
+        self.name = name
+        self._auth = auth_token or ""
+        self._replica = Replica(state_dir)
+        self.follower: Follower = self._replica.open()
+        self._max = max_message_size
+        self._tls = tls
+        self._silence = silence
+        self._leader: str | None = None
+        self._changed = asyncio.Event()
+        self.heard_at: float | None = None  # monotonic time of the last answer
+
+    @property
+    def phase(self) -> Phase:
+        return self.follower.phase
+
+    def follow(self, address: str | None) -> None:
+        """Receive from the replication socket at ``address`` (None: no leader known)."""
+        if address != self._leader:
+            self._leader = address
+            self._changed.set()
+
+    async def run(self) -> None:
+        """Follow whichever leader ``follow`` names, until cancelled."""
+        while True:
+            self._changed.clear()
+            address = self._leader
+            if address is None:
+                await self._changed.wait()
+                continue
+            await self._session(address)
+
+    async def _session(self, address: str) -> None:
+        socket = pynng.Req0(
+            # A piece of a snapshot, or one frame bigger than a piece.
+            recv_max_size=2 * (CHUNK + self._max),
+            async_backend="asyncio",
+            tls_config=dial_config(address, self._tls),
+        )
+        socket.resend_time = -1
+        socket.reconnect_time_min = 50
+        socket.reconnect_time_max = 1000
+        socket.dial(address, block=False)
+        log.info("replication: following", leader=address)
+        said: m.FollowerMessage = self._ack(self.follower.ack())
+        try:
+            while not self._changed.is_set():
+                answer = await self._exchange(socket, said)
+                if answer is None:
+                    continue  # silence: ask again (NNG redials a lost connection)
+                self.heard_at = time.monotonic()
+                reply = await self._take(answer)
+                if reply is not None:
+                    said = reply
+        finally:
+            socket.close()
+
+    async def _exchange(self, socket: pynng.Req0, said: m.FollowerMessage) -> bytes | None:
+        context = socket.new_context()
+        exchange = asyncio.ensure_future(_ask(context, m.encode(said)))
+        changed = asyncio.ensure_future(self._changed.wait())
+        try:
+            await asyncio.wait(
+                (exchange, changed), timeout=self._silence, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            changed.cancel()
+            if not exchange.done():
+                exchange.add_done_callback(_discard)
+            with contextlib.suppress(pynng.NNGException):
+                context.close()
+        if not exchange.done() or exchange.exception() is not None:
+            return None
+        return exchange.result()
+
+    async def _take(self, data: bytes) -> m.FollowerMessage | None:
+        try:
+            message = m.decode(data)
+        except msgspec.DecodeError as exc:
+            log.warning("replication: undecodable message from the leader", error=str(exc))
+            return None
+        if not isinstance(message, m.Hello | m.Append | m.Snapshot):
+            return None
+        instructions = self.follower.receive(message)
+        try:
+            reply = await asyncio.to_thread(self._replica.carry_out, instructions)
+        except OSError as exc:
+            # The disk failed mid-way: start again from what is on disk.
+            log.error("replication: cannot write the mirror", error=str(exc))
+            self._replica.close()
+            self._replica = Replica(self._replica.directory)
+            self.follower = self._replica.open()
+            return self._ack(self.follower.ack())
+        if isinstance(reply, m.Refused):
+            log.warning("replication: refused a deposed leader", epoch=message.epoch)
+        return None if reply is None else self._ack(reply)
+
+    def _ack(self, said: m.FollowerMessage) -> m.FollowerMessage:
+        return msgspec.structs.replace(said, replica=self.name, auth=self._auth)
+
+    def close(self) -> None:
+        """Release the state dir (after ``run`` has been cancelled)."""
+        self._replica.close()
+
+
+async def _ask(context: pynng.Context, data: bytes) -> bytes:
+    await context.asend(data)
+    answer: bytes = await context.arecv()
+    return answer
+
+
+def _discard(done: asyncio.Future[bytes]) -> None:
+    if not done.cancelled():
+        done.exception()

@@ -1,0 +1,253 @@
+"""A replicated control plane process: it campaigns, follows while another leads, leads
+when elected, and steps down the moment it may no longer lead.
+
+Following: the state dir holds a mirror of the leader's journal (``FollowerLink``); the
+discovery port announces the leader's addresses (so peers dialing any replica find the
+leader); ``/readyz`` answers 503 (only the leader is Ready, so a Kubernetes Service
+routes to it); no client port is bound.
+
+Leading: the mirror is closed and an ordinary ``ControlPlane`` starts on the state dir
+with a ``Leadership``: it replays the journal, serves clients and subworkers, ships the
+journal to followers, and acknowledges a write only once enough followers have it. Every
+reply is fenced by ``Elector.leading()`` (the local clock of the renew deadline).
+
+Stepping down (the term is lost, or a follower has seen a newer one): the control plane
+closes (its fence already refuses every reply) and the process follows again. A
+follower that had not caught up when its leader vanished waits one lease before
+campaigning, so a caught-up follower is elected first (three replicas).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from pathlib import Path
+
+import structlog
+
+from fastworker import TaskRegistry, __version__, default_registry
+from fastworker_control_plane.app import ControlPlane, announcement
+from fastworker_control_plane.config import ControlPlaneConfig
+from fastworker_control_plane.election import Elector, Term, elector_from_url
+from fastworker_control_plane.ha import addresses
+from fastworker_control_plane.ha.follower import FollowerLink
+from fastworker_control_plane.ha.leader import Leadership, ReplicationSettings
+from fastworker_control_plane.ha.metrics import ReplicaCollector
+from fastworker_control_plane.ha.standby import Standby
+from fastworker_control_plane.replication.follower import Phase
+from fastworker_control_plane.replication.replica import remember_epoch
+from fastworker_control_plane.supervision import TaskDied
+
+log = structlog.get_logger(__name__)
+
+POLL = 0.5  # seconds between checks of the fence while leading, whatever events say
+
+
+class ReplicatedControlPlane:
+    def __init__(self, config: ControlPlaneConfig, registry: TaskRegistry | None = None) -> None:
+        assert config.leader_election is not None
+        assert config.state_dir is not None
+        self.config = config
+        self.registry = registry if registry is not None else default_registry
+        # Unique per process: a restarted replica never inherits a term of its last life.
+        self.candidate_id = f"{config.replica_name}-{uuid.uuid4().hex[:8]}"
+        self.state_dir = Path(config.state_dir)
+        self.role = "starting"
+        self.epoch = 0  # the newest term seen
+        self.failovers = 0  # terms seen after the first
+        self.leader: ControlPlane | None = None
+        self.link: FollowerLink | None = None
+        self._elector: Elector | None = None
+        self._stop = asyncio.Event()
+        self._changed = asyncio.Event()
+        self._stepped_down = False
+        self._campaigning = False
+        self.collector = ReplicaCollector(self)
+
+    # --- the process ----------------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        self._stop.set()
+        self._changed.set()
+
+    async def run(self) -> None:
+        """Follow or lead until ``request_stop``; raises ``TaskDied`` if a leader term
+        ended with a fault (after giving the term up, so a follower takes over at once)."""
+        elector = elector_from_url(
+            self.config.leader_election or "",
+            self.candidate_id,
+            addresses.published(announcement(self.config, ""), self._replication_address()),
+            lease_duration=self.config.lease_duration,
+        )
+        self._elector = elector
+        watching = asyncio.get_running_loop().create_task(self._watch(elector))
+        try:
+            while not self._stop.is_set():
+                term = await self._follow(elector)
+                if term is None:
+                    break
+                await self._lead(elector, term)
+        finally:
+            await elector.close()
+            watching.cancel()
+            await asyncio.gather(watching, return_exceptions=True)
+            log.info("replica stopped", replica=self.candidate_id)
+
+    async def _watch(self, elector: Elector) -> None:
+        async for event in elector.events():
+            term = event.term
+            if term is not None and term.epoch > self.epoch:
+                if self.epoch:
+                    self.failovers += 1
+                self.epoch = term.epoch
+            log.info(
+                "election",
+                change=type(event).__name__,
+                leader=None if term is None else term.leader_id,
+                epoch=None if term is None else term.epoch,
+            )
+            self._changed.set()
+
+    # --- following ---------------------------------------------------------------------------
+
+    async def _follow(self, elector: Elector) -> Term | None:
+        """Keep the mirror until this replica is elected (its term) or stops (None)."""
+        self.role = "follower"
+        link = FollowerLink(
+            self.state_dir,
+            self.config.replica_name,
+            max_message_size=self.config.max_message_size,
+            tls=self.config.tls,
+            auth_token=self.config.auth_token,
+        )
+        self.link = link
+        standby = Standby(self.config, self.collector, self._standby_readiness, self.details)
+        receiving = asyncio.get_running_loop().create_task(link.run())
+        try:
+            await standby.start()
+            while not self._stop.is_set():
+                if receiving.done():
+                    receiving.result()  # a bug in the link: let it show
+                term = elector.leading()
+                if term is not None:
+                    return term
+                observed = elector.leader
+                link.follow(None if observed is None else addresses.replication_address(observed))
+                standby.announce(
+                    None if observed is None else addresses.announcement(observed, __version__)
+                )
+                await self._campaign_when_ready(elector, observed, link)
+                await self._wait_for_change(POLL)
+            return None
+        finally:
+            receiving.cancel()
+            await asyncio.gather(receiving, return_exceptions=True)
+            await standby.close()
+            link.close()
+            self.link = None
+
+    async def _campaign_when_ready(
+        self, elector: Elector, observed: Term | None, link: FollowerLink
+    ) -> None:
+        """Campaign unless a leader was followed and this mirror had not caught up with
+        it: then leave the first turn to a follower that had, for one lease."""
+        if self._campaigning:
+            return
+        behind = self.epoch > 0 and link.phase is not Phase.IN_SYNC
+        if behind and observed is None:
+            await self._wait_for_change(self.config.lease_duration)
+        self._campaigning = True
+        await elector.start()
+
+    async def _wait_for_change(self, timeout: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), timeout)
+        self._changed.clear()
+
+    def _standby_readiness(self) -> str | None:
+        leader = self._elector.leader if self._elector is not None else None
+        if leader is None:
+            return "follower: no leader elected yet"
+        return f"follower of {leader.leader_id} (epoch {leader.epoch}): not serving"
+
+    # --- leading -------------------------------------------------------------------------------
+
+    async def _lead(self, elector: Elector, term: Term) -> None:
+        self.role = "leader"
+        self._stepped_down = False
+        remember_epoch(self.state_dir, term.epoch)
+        log.info("leading", replica=self.candidate_id, epoch=term.epoch)
+
+        def leading() -> bool:
+            now = elector.leading()
+            return now is not None and now.epoch == term.epoch and not self._stepped_down
+
+        leadership = Leadership(
+            candidate_id=self.candidate_id,
+            epoch=term.epoch,
+            leading=leading,
+            settings=ReplicationSettings(
+                sync_replicas=self.config.sync_replicas, require_sync=self.config.require_sync
+            ),
+            on_step_down=self._step_down,
+            collectors=(self.collector,),
+            details=self.details,
+        )
+        plane = ControlPlane(self.config, self.registry, leadership=leadership)
+        self.leader = plane
+        running = asyncio.get_running_loop().create_task(plane.run())
+        try:
+            while leading() and not self._stop.is_set() and not running.done():
+                await self._wait_for_change(POLL)
+        finally:
+            self.role = "stepping down"
+            plane.request_stop()
+            outcome = await asyncio.gather(running, return_exceptions=True)
+            self.leader = None
+        failed = outcome[0]
+        if self._stepped_down or failed is not None:
+            # Our lease may still be valid: give the term up so another replica leads now.
+            await elector.resign()
+            self._campaigning = False
+        log.warning("stepped down", replica=self.candidate_id, epoch=term.epoch)
+        if isinstance(failed, TaskDied):
+            raise failed
+        if isinstance(failed, BaseException):
+            raise TaskDied(f"the leader stopped: {failed}") from failed
+
+    def _step_down(self, epoch: int) -> None:
+        """A follower has seen a newer term than ours: stop leading at once."""
+        self._stepped_down = True
+        self.epoch = max(self.epoch, epoch)
+        self._changed.set()
+
+    # --- what it says about itself -----------------------------------------------------------
+
+    def details(self) -> dict[str, object]:
+        """``/readyz`` detail: role, term and, on the leader, the followers."""
+        found: dict[str, object] = {
+            "role": self.role,
+            "epoch": self.epoch,
+            "replica": self.candidate_id,
+        }
+        plane = self.leader
+        replication = None if plane is None else plane.replication
+        if replication is not None:
+            found["replication"] = replication.mode.value
+            found["in_sync"] = replication.tracker.in_sync
+        elif self.link is not None:
+            found["phase"] = self.link.phase.value
+        return found
+
+    def _replication_address(self) -> str:
+        return self.config.advertise(self.config.replication_port_number)
+
+
+def replicated_or_alone(
+    config: ControlPlaneConfig, registry: TaskRegistry | None = None
+) -> ControlPlane | ReplicatedControlPlane:
+    """The control plane ``config`` describes: a replica with ``leader_election``."""
+    if config.leader_election is None:
+        return ControlPlane(config, registry)
+    return ReplicatedControlPlane(config, registry)

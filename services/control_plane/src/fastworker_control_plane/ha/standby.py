@@ -1,0 +1,66 @@
+"""What a follower serves: discovery (announcing its leader) and HTTP (health, metrics,
+``/readyz`` saying it is not the leader). No client port: only the leader binds those."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pynng
+from prometheus_client import CollectorRegistry
+from prometheus_client.registry import Collector
+
+from fastworker_control_plane.config import ControlPlaneConfig
+from fastworker_control_plane.servers.discovery import DiscoveryAnnouncer
+from fastworker_protocol import Announce, Codec
+from fastworker_subworker.health import PortInUse
+from fastworker_subworker.web import Readiness, WebServer
+
+
+class Standby:
+    def __init__(
+        self,
+        config: ControlPlaneConfig,
+        collector: Collector,
+        readiness: Readiness,
+        details: Callable[[], dict[str, object]],
+    ) -> None:
+        self._config = config
+        codec = Codec(config.max_message_size)
+        self._bus = pynng.Bus0(
+            recv_max_size=2 * codec.max_message_size,
+            async_backend="asyncio",
+            tls_config=None if config.tls is None else config.tls.listening(),
+        )
+        self._announcer = DiscoveryAnnouncer(self._bus, codec, None, config.announce_interval)
+        self._web: WebServer | None = None
+        if config.http_port:
+            metrics = CollectorRegistry(auto_describe=True)
+            metrics.register(collector)
+            self._web = WebServer(
+                config.bind_host,
+                config.http_port,
+                metrics,
+                readiness,
+                auth=config.auth_token,
+                details=details,
+            )
+
+    async def start(self) -> None:
+        address = self._config.bind(self._config.discovery_port)
+        try:
+            self._bus.listen(address)
+        except pynng.AddressInUse:
+            raise PortInUse(
+                f"{address} is already in use (choose another --discovery-port)"
+            ) from None
+        self._announcer.start()
+        if self._web is not None:
+            await self._web.start()
+
+    def announce(self, announce: Announce | None) -> None:
+        self._announcer.update(announce)
+
+    async def close(self) -> None:
+        if self._web is not None:
+            await self._web.close()
+        await self._announcer.close()
