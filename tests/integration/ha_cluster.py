@@ -1,0 +1,164 @@
+"""Replicated control planes for one test: etcd elects, each replica has its own ports
+and state dir, and the harness says who leads (from each replica's ``/readyz``)."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from etcd_server import EtcdServer
+from harness import Cluster, Proc, free_port_block, wait_until
+
+from fastworker import Client
+
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+@dataclass
+class Replica:
+    name: str
+    base_port: int
+    discovery_port: int
+    http_port: int
+    state_dir: Path
+    proc: Proc | None = None
+
+    @property
+    def discovery(self) -> str:
+        return f"tcp://127.0.0.1:{self.discovery_port}"
+
+    def readyz(self) -> dict[str, Any]:
+        """``/readyz``'s JSON ({} if the replica does not answer)."""
+        url = f"http://127.0.0.1:{self.http_port}/readyz"
+        try:
+            with _OPENER.open(url, timeout=2) as reply:
+                return dict(json.load(reply))
+        except urllib.error.HTTPError as exc:  # 503: not ready, still JSON
+            return dict(json.load(exc))
+        except (OSError, ValueError):
+            return {}
+
+    def metrics(self) -> str:
+        with _OPENER.open(f"http://127.0.0.1:{self.http_port}/metrics", timeout=2) as reply:
+            return str(reply.read().decode())
+
+
+class Replicas:
+    """Replicas ``names`` of one control plane, elected through ``etcd``."""
+
+    def __init__(
+        self, cluster: Cluster, etcd: EtcdServer, names: tuple[str, ...] = ("a", "b")
+    ) -> None:
+        self.cluster = cluster
+        self.etcd = etcd
+        self.replicas: dict[str, Replica] = {}
+        self.options: tuple[str, ...] = ()
+        for name in names:
+            base = free_port_block(7)
+            self.replicas[name] = Replica(
+                name,
+                base,
+                _outside(base),
+                _outside(base),
+                cluster.tmp / f"state-{name}",
+            )
+
+    @property
+    def discovery(self) -> str:
+        """Every replica's discovery address, comma-separated (what peers are given)."""
+        return ",".join(r.discovery for r in self.replicas.values())
+
+    def start(self, name: str, *extra: str) -> Replica:
+        extra = extra or self.options
+        self.options = extra  # a replica restarted later runs as it first did
+        replica = self.replicas[name]
+        replica.state_dir.mkdir(exist_ok=True)
+        replica.proc = self.cluster.spawn(
+            f"replica-{name}",
+            "control-plane",
+            "--task-modules",
+            "it_tasks",
+            "--leader-election",
+            self.etcd.url("fastworker"),
+            "--state-dir",
+            str(replica.state_dir),
+            "--replica-id",
+            name,
+            "--base-port",
+            str(replica.base_port),
+            "--discovery-port",
+            str(replica.discovery_port),
+            "--http-port",
+            str(replica.http_port),
+            "--local-concurrency",
+            "0",
+            "--shutdown-timeout",
+            "3",
+            *extra,
+        )
+        return replica
+
+    def start_all(self, *extra: str) -> None:
+        for name in self.replicas:
+            self.start(name, *extra)
+
+    def subworker(self, concurrency: int = 4) -> Proc:
+        return self.cluster.spawn(
+            "subworker",
+            "subworker",
+            "--task-modules",
+            "it_tasks",
+            "--discovery-address",
+            self.discovery,
+            "--concurrency",
+            str(concurrency),
+        )
+
+    def client(self, **options: Any) -> Client:
+        options.setdefault("timeout", 30.0)
+        options.setdefault("connect_timeout", 20.0)
+        return Client(self.discovery, **options)
+
+    def leading(self) -> Replica | None:
+        """The replica whose ``/readyz`` says it leads and is ready, if exactly one does."""
+        found = [
+            r
+            for r in self.replicas.values()
+            if (said := r.readyz()).get("role") == "leader" and said.get("status") == "ready"
+        ]
+        return found[0] if len(found) == 1 else None
+
+    async def leader(self, timeout: float = 20.0, *, other_than: str | None = None) -> Replica:
+        """Wait for a ready leader (not ``other_than``) and return it."""
+        found: list[Replica] = []
+
+        async def elected() -> bool:
+            leader = self.leading()
+            if leader is None or leader.name == other_than:
+                return False
+            found.append(leader)
+            return True
+
+        await wait_until(elected, timeout, "a ready leader")
+        return found[-1]
+
+    async def in_sync(self, leader: Replica, followers: int = 1, timeout: float = 20.0) -> None:
+        """Wait until ``followers`` followers count for the leader's acknowledgements."""
+
+        async def synced() -> bool:
+            said = leader.readyz()
+            return said.get("replication") == "replicated" and len(said["in_sync"]) >= followers
+
+        await wait_until(synced, timeout, f"{followers} follower(s) in sync")
+
+
+def _outside(base: int) -> int:
+    """A free port outside ``base``'s block of 7 (discovery and HTTP must not collide)."""
+    while True:
+        port = free_port_block(1)
+        if not base <= port < base + 7:
+            return port

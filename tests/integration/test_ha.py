@@ -1,0 +1,246 @@
+"""Replicated control planes under faults, with real processes: etcd elects, two control
+planes replicate, two subworkers run tasks, and a client submits about 2,000 tasks/s
+while the leader is killed, paused, its follower restarted or etcd stopped.
+
+What every test holds to: each task the client saw acknowledged ends ``success`` with
+its own result, read from whichever replica leads at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from etcd_server import EtcdServer, runnable
+from ha_cluster import Replica, Replicas
+from harness import Cluster, wait_until
+
+from fastworker import Client, ControlPlaneUnavailable, FastWorkerError
+
+pytestmark = pytest.mark.skipif(not runnable(), reason="etcd-server is not installed")
+
+RATE = 2000  # tasks/s the stream aims at
+TICK = 0.01  # seconds between the stream's bursts
+
+
+@dataclass
+class Stream:
+    """Submits ``add(i, 1)`` at about ``RATE`` tasks/s, each with its own task id, and
+    records when each was acknowledged (monotonic) and which calls failed."""
+
+    client: Client
+    acked: dict[str, tuple[int, float]] = field(default_factory=dict)
+    failed: list[BaseException] = field(default_factory=list)
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
+    _running: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._running = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        self._stop.set()
+        assert self._running is not None
+        await self._running
+
+    async def _run(self) -> None:
+        calls: set[asyncio.Task[None]] = set()
+        number = 0
+        while not self._stop.is_set():
+            for _ in range(int(RATE * TICK)):
+                number += 1
+                call = asyncio.get_running_loop().create_task(self._submit(number))
+                calls.add(call)
+                call.add_done_callback(calls.discard)
+            await asyncio.sleep(TICK)  # pacing the stream, not waiting for anything
+        await asyncio.gather(*calls)
+
+    async def _submit(self, number: int) -> None:
+        task_id = f"task-{number:07d}"
+        try:
+            await self.client.apply_async("add", (number, 1), task_id=task_id)
+        except FastWorkerError as exc:
+            self.failed.append(exc)
+        else:
+            self.acked[task_id] = (number, time.monotonic())
+
+    async def count_at_least(self, count: int, timeout: float = 20.0) -> None:
+        async def enough() -> bool:
+            return len(self.acked) >= count
+
+        await wait_until(enough, timeout, f"{count} acknowledged tasks")
+
+    def longest_gap(self, since: float) -> float:
+        """The longest time without an acknowledgement, from ``since`` on."""
+        times = sorted(t for _, t in self.acked.values() if t >= since - 1.0)
+        return max((b - a for a, b in itertools.pairwise(times)), default=0.0)
+
+    async def verify(self, client: Client) -> None:
+        """Every acknowledged task succeeded with its own result."""
+        ids = sorted(self.acked)
+        for start in range(0, len(ids), 2000):
+            chunk = ids[start : start + 2000]
+            results = await client.wait_results(chunk, timeout=60)
+            for result in results:
+                number, _ = self.acked[result.task_id]
+                assert result.status == "success", result
+                assert result.result == number + 1, result
+
+
+@pytest.fixture
+def etcd(tmp_path: Path) -> Iterator[EtcdServer]:
+    with EtcdServer(tmp_path) as server:
+        yield server
+
+
+@pytest.fixture
+def replicas(tmp_path: Path, etcd: EtcdServer) -> Iterator[Replicas]:
+    cluster = Cluster(tmp_path)
+    try:
+        yield Replicas(cluster, etcd)
+    finally:
+        for proc in cluster.procs:
+            proc.signal(signal.SIGCONT)  # a paused process cannot stop
+        cluster.stop()
+
+
+@pytest.fixture
+async def running(replicas: Replicas) -> tuple[Replica, Replica]:
+    """Both replicas started and in sync, two subworkers registered: (leader, follower)."""
+    replicas.start_all("--result-max-size", "100000")  # keep every result the test reads
+    leader = await replicas.leader()
+    await replicas.in_sync(leader)
+    replicas.subworker()
+    replicas.subworker()
+    async with replicas.client() as client:
+        await wait_for_workers(client, 2)
+    follower = next(r for r in replicas.replicas.values() if r is not leader)
+    return leader, follower
+
+
+async def wait_for_workers(client: Client, count: int) -> None:
+    async def registered() -> bool:
+        return len(await client.list_workers()) >= count
+
+    await wait_until(registered, 20, f"{count} subworkers")
+
+
+async def test_kill_9_of_the_leader_mid_stream_loses_no_acknowledged_task(
+    replicas: Replicas, running: tuple[Replica, Replica]
+) -> None:
+    leader, follower = running
+    async with replicas.client() as client:
+        stream = Stream(client)
+        stream.start()
+        await stream.count_at_least(4000)
+        assert leader.proc is not None
+        killed_at = time.monotonic()
+        leader.proc.signal(signal.SIGKILL)
+        new = await replicas.leader(other_than=leader.name)
+        assert new is follower
+        before = len(stream.acked)
+        await stream.count_at_least(before + 4000, timeout=30)
+        await stream.stop()
+        failover = stream.longest_gap(killed_at)
+        print(f"failover: {failover:.2f} s without an acknowledgement; {len(stream.acked)} acked")
+        assert not stream.failed, stream.failed[:3]
+        assert failover < 10
+        await stream.verify(client)
+
+
+async def test_a_paused_leader_steps_down_and_acknowledges_nothing_after(
+    replicas: Replicas, running: tuple[Replica, Replica]
+) -> None:
+    leader, follower = running
+    assert leader.proc is not None
+    direct = Client(address=f"tcp://127.0.0.1:{leader.base_port}", timeout=20, retries=0)
+    async with replicas.client() as client, direct:
+        stream = Stream(client)
+        stream.start()
+        await stream.count_at_least(2000)
+        leader.proc.signal(signal.SIGSTOP)
+        # Requests to the paused leader wait in its sockets until it wakes.
+        paused = [
+            asyncio.create_task(direct.apply_async("add", (n, 1), task_id=f"paused-{n}"))
+            for n in range(50)
+        ]
+        new = await replicas.leader(other_than=leader.name, timeout=30)
+        assert new is follower
+        before = len(stream.acked)
+        await stream.count_at_least(before + 2000)
+        leader.proc.signal(signal.SIGCONT)
+        outcomes = await asyncio.gather(*paused, return_exceptions=True)
+        assert all(isinstance(o, ControlPlaneUnavailable) for o in outcomes), outcomes
+
+        async def following() -> bool:
+            return leader.readyz().get("role") == "follower"
+
+        await wait_until(following, 20, "the old leader to follow")
+        await stream.stop()
+        assert not stream.failed, stream.failed[:3]
+        for n in range(50):  # the new leader never heard of them either
+            assert await client.get_task_result(f"paused-{n}") is None
+        await stream.verify(client)
+        await replicas.in_sync(new)  # the old leader mirrors the new one
+
+
+async def test_a_follower_killed_and_restarted_under_load_catches_up(
+    replicas: Replicas, running: tuple[Replica, Replica]
+) -> None:
+    leader, follower = running
+    assert follower.proc is not None
+    async with replicas.client() as client:
+        stream = Stream(client)
+        stream.start()
+        await stream.count_at_least(2000)
+        follower.proc.signal(signal.SIGKILL)
+        follower.proc.wait()
+
+        async def alone() -> bool:
+            return leader.readyz().get("replication") == "alone"
+
+        await wait_until(alone, 10, "the leader to go on alone")
+        before = len(stream.acked)
+        await stream.count_at_least(before + 2000)  # acknowledged on the leader's disk alone
+        replicas.start(follower.name)
+        await replicas.in_sync(leader, timeout=30)
+        await stream.stop()
+
+        async def no_lag() -> bool:
+            text = leader.metrics()
+            return f'fastworker_replication_lag_entries{{replica="{follower.name}"}} 0.0' in text
+
+        await wait_until(no_lag, 10, "the follower's lag to return to zero")
+        assert not stream.failed, stream.failed[:3]
+        await stream.verify(client)
+
+
+async def test_without_etcd_the_leader_serves_until_its_renew_deadline_then_refuses(
+    replicas: Replicas, etcd: EtcdServer, running: tuple[Replica, Replica]
+) -> None:
+    leader, _ = running
+    direct = Client(address=f"tcp://127.0.0.1:{leader.base_port}", timeout=5, retries=0)
+    async with replicas.client() as client, direct:
+        etcd.stop()
+        stopped_at = time.monotonic()
+        task_id = await direct.delay("add", 1, 1)  # well inside the 3.3 s renew deadline
+        assert time.monotonic() - stopped_at < 2.0
+        assert (await direct.wait_result(task_id, timeout=10)).result == 2
+
+        async def refusing() -> bool:
+            return leader.readyz().get("status") != "ready"
+
+        await wait_until(refusing, 10, "the leader to stop serving")
+        refused_after = time.monotonic() - stopped_at
+        with pytest.raises(ControlPlaneUnavailable):
+            await direct.delay("add", 2, 2)
+        print(f"the leader stopped serving {refused_after:.2f} s after etcd stopped")
+        etcd.start()
+        await replicas.leader(timeout=40)
+        task_id = await client.delay("add", 3, 3)
+        assert (await client.wait_result(task_id, timeout=20)).result == 6
