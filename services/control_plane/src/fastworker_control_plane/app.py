@@ -17,6 +17,7 @@ from fastworker import TaskRegistry, __version__, default_registry
 from fastworker.tracing import active_tracer
 from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_control_plane.core.board import BoardConfig, TaskBoard
+from fastworker_control_plane.dashboard import replicas
 from fastworker_control_plane.dashboard.routes import DashboardRoutes
 from fastworker_control_plane.dashboard.views import Identity
 from fastworker_control_plane.durability.entries import snapshot
@@ -112,7 +113,11 @@ class ControlPlane:
     async def _start_web(self) -> None:
         if not self.config.http_port:
             return
-        routes = DashboardRoutes(self.engine, Identity(self.instance_id, self.started_at))
+        routes = DashboardRoutes(
+            self.engine,
+            Identity(self.instance_id, self.started_at),
+            replicas.reader(self.config.replica_name, self.leadership, self.replication),
+        )
         leadership = self.leadership
         self._web = WebServer(
             self.config.bind_host,

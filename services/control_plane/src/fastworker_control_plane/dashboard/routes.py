@@ -1,6 +1,6 @@
 """The dashboard's HTTP routes: the page and its assets, the JSON API and the event
 stream (docs/http-api.md). Handlers only parse the request (``actions`` checks the action
-requests) and encode ``views``."""
+requests) and encode ``views`` (and ``replicas``, a replicated leader's followers)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import msgspec
 from aiohttp import web
 
 from fastworker_control_plane.core.rejected import Rejected
-from fastworker_control_plane.dashboard import actions, views
+from fastworker_control_plane.dashboard import actions, replicas, views
 from fastworker_control_plane.engine import Engine
 from fastworker_protocol import ErrorCode, TaskState
 
@@ -31,9 +31,13 @@ class BadRequest(ValueError):
 
 
 class DashboardRoutes:
-    def __init__(self, engine: Engine, me: views.Identity) -> None:
+    def __init__(
+        self, engine: Engine, me: views.Identity, replica_set: replicas.Reader = replicas.alone
+    ) -> None:
+        """``replica_set``: this control plane's replicas, read at each request."""
         self.engine = engine
         self.me = me
+        self.replica_set = replica_set
 
     def routes(self) -> list[web.AbstractRouteDef]:
         return [
@@ -49,6 +53,7 @@ class DashboardRoutes:
             web.get("/api/queues", self.queues),
             web.post("/api/queues/{name}/{action:pause|resume|purge}", self.queue_action),
             web.get("/api/limits", self.limits),
+            web.get("/api/replicas", self.list_replicas),
             web.post("/api/limits/{scope}/{name}", self.set_limit),
             web.get("/api/events", self.events),
         ]
@@ -106,6 +111,9 @@ class DashboardRoutes:
     async def limits(self, request: web.Request) -> web.Response:
         return _reply(views.limits(self.engine, self.now))
 
+    async def list_replicas(self, request: web.Request) -> web.Response:
+        return _reply(replicas.document(self.replica_set()))
+
     async def queue_action(self, request: web.Request) -> web.Response:
         try:
             actions.check_origin(request.headers, request.host)
@@ -157,6 +165,8 @@ class DashboardRoutes:
                 if tick % SNAPSHOT_EVERY == 0:
                     chunk += _sse("snapshot", views.snapshot(self.engine, self.me, self.now))
                     chunk += _sse("queues", views.queue_state(self.engine, self.now))
+                    if (replica_set := self.replica_set()) is not None:
+                        chunk += _sse("replicas", replicas.document(replica_set))
                 if chunk:
                     await response.write(chunk)
                 tick += 1

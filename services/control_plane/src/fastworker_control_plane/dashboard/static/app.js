@@ -321,6 +321,7 @@
     tasks: false,
     registered: false,
     schedules: false,
+    replicas: false,
   };
   let frameRequested = false;
 
@@ -340,6 +341,7 @@
       ['tasks', renderTasks],
       ['registered', renderRegistered],
       ['schedules', renderSchedules],
+      ['replicas', renderReplicas],
     ];
     for (const [key, render] of steps) {
       if (!dirty[key]) continue;
@@ -414,6 +416,7 @@
     es.addEventListener('tasks', onTasksEvent);
     es.addEventListener('snapshot', onSnapshotEvent);
     es.addEventListener('queues', onQueuesEvent);
+    es.addEventListener('replicas', onReplicasEvent);
   }
 
   function parseEventData(event) {
@@ -523,7 +526,7 @@
   }
 
   // ---------------------------------------------------------------------------------------
-  // Keyed table rows (workers, registered tasks, schedules)
+  // Keyed table rows (workers, queues, replicas, registered tasks, schedules)
   // ---------------------------------------------------------------------------------------
 
   /** Put one <tr> per item in tbody, in order, reusing rows by key; drop the rest. */
@@ -752,6 +755,87 @@
       markDirty('queues');
     }
     loadQueues(); // the stream's next snapshot would bring it too, within a second
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Replicas: a replicated control plane's leader and followers (hidden when alone)
+  // ---------------------------------------------------------------------------------------
+
+  /** /api/replicas once, then the stream's replicas event each second (only a leader
+      of replicas sends it: a control plane alone never becomes replicated). */
+  let replicas = null;
+  const replicaRows = new Map();
+
+  const MODE_TITLE = {
+    replicated: 'Writes are acknowledged once enough followers have them',
+    alone: 'Too few followers in sync: writes are acknowledged on the leader\'s disk alone',
+    refusing: 'Too few followers in sync: new writes are refused (--require-sync)',
+  };
+
+  async function loadReplicas() {
+    try {
+      const doc = await getJSON('/api/replicas');
+      if (!doc || typeof doc !== 'object') return;
+      replicas = doc;
+      markDirty('replicas');
+    } catch (err) {
+      warn('loading /api/replicas failed', err);
+    }
+  }
+
+  function onReplicasEvent(event) {
+    const doc = parseEventData(event);
+    if (!doc || typeof doc !== 'object') return;
+    replicas = doc;
+    markDirty('replicas');
+  }
+
+  function createReplicaRow(replica, key) {
+    const row = rowWithCells(6, ['mono', '', '', 'num', 'num', 'num']);
+    row.dataset.replica = key;
+    return row;
+  }
+
+  function updateReplicaRow(row, r) {
+    const [nameCell, roleCell, syncCell, framesCell, bytesCell, ageCell] = row.cells_;
+    const leader = r.role === 'leader';
+    row.dataset.role = String(r.role);
+    setText(nameCell, r.name);
+    setAttr(nameCell, 'title', leader && r.candidate ? `Candidate ${r.candidate}` : '');
+    setBadge(roleCell, r.role || 'unknown', `badge rrole rrole-${String(r.role || 'unknown')}`);
+    if (leader) {
+      delete row.dataset.inSync;
+      setText(syncCell, '–');
+      for (const cell of [framesCell, bytesCell, ageCell]) setText(cell, '–');
+      return;
+    }
+    row.dataset.inSync = String(Boolean(r.in_sync));
+    if (r.in_sync) setBadge(syncCell, 'in sync', 'badge rsync rsync-yes');
+    else setBadge(syncCell, 'behind', 'badge rsync rsync-no');
+    setText(framesCell, fmtCount(r.lag_frames));
+    setText(bytesCell, fmtBytes(r.lag_bytes));
+    setText(ageCell, isNum(r.lag_seconds) && r.lag_seconds > 0 ? fmtDuration(r.lag_seconds) : '–');
+  }
+
+  function renderReplicas() {
+    const panel = $('replicas-panel');
+    if (!panel || !replicas) return;
+    panel.dataset.replicated = String(Boolean(replicas.replicated));
+    panel.hidden = !replicas.replicated;
+    if (!replicas.replicated) return;
+    const list = Array.isArray(replicas.replicas) ? replicas.replicas : [];
+    reconcileRows($('replicas-table').tBodies[0], replicaRows, list, (r) => r.name,
+      createReplicaRow, updateReplicaRow);
+    setText($('replicas-epoch'), fmtCount(replicas.epoch));
+    const mode = $('replicas-mode');
+    setText(mode, replicas.mode || '–');
+    setClass(mode, `badge rmode rmode-${String(replicas.mode || 'unknown')}`);
+    setAttr(mode, 'title', MODE_TITLE[replicas.mode] || '');
+    const followers = list.filter((r) => r.role === 'follower');
+    const inSync = followers.filter((r) => r.in_sync).length;
+    const plural = followers.length === 1 ? '' : 's';
+    setText($('replicas-sync'), `${inSync} of ${followers.length} follower${plural} in sync · ` +
+      `${fmtCount(replicas.sync_replicas)} needed`);
   }
 
   // ---------------------------------------------------------------------------------------
@@ -1602,6 +1686,7 @@
       loadThroughput(),
       loadRegistered(),
       loadSchedules(),
+      loadReplicas(),
     ]);
   }
 
