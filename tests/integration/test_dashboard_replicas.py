@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,8 @@ import etcd_server
 import pytest
 from chromium import CHROMIUM, LIVE_TIMEOUT_MS, launched
 from etcd_server import EtcdServer
-from harness import Cluster, Proc, free_port_block, wait_until
+from ha_cluster import Replica, Replicas
+from harness import Cluster, wait_until
 from http_helpers import get_json, wait_for_status
 
 pytestmark = [
@@ -31,57 +31,11 @@ needs_chromium = pytest.mark.skipif(
     reason="Debian's chromium is not installed (scripts/test installs it when run as root)",
 )
 
-NAMES = ("a", "b")
 ELECTED_TIMEOUT = 30.0
 
 
-@dataclass
-class Replica:
-    name: str
-    http_port: int
-    proc: Proc
-
-    @property
-    def http(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
-
-
-def _port_outside(base: int, size: int) -> int:
-    while True:
-        port = free_port_block(1)
-        if not base <= port < base + size:
-            return port
-
-
-def start_replica(cluster: Cluster, etcd: EtcdServer, name: str) -> Replica:
-    """A replica with its own ports (the replication port is base + 6) and state dir."""
-    base = free_port_block(7)
-    http_port = _port_outside(base, 7)
-    state_dir = cluster.tmp / f"state-{name}"
-    state_dir.mkdir()
-    proc = cluster.spawn(
-        f"replica-{name}",
-        "control-plane",
-        "--task-modules",
-        "it_tasks",
-        "--leader-election",
-        etcd.url("fw-dashboard"),
-        "--state-dir",
-        str(state_dir),
-        "--replica-id",
-        name,
-        "--base-port",
-        str(base),
-        "--discovery-port",
-        str(_port_outside(base, 7)),
-        "--http-port",
-        str(http_port),
-        "--local-concurrency",
-        "0",
-        "--shutdown-timeout",
-        "3",
-    )
-    return Replica(name, http_port, proc)
+def http_of(replica: Replica) -> str:
+    return f"http://127.0.0.1:{replica.http_port}"
 
 
 @pytest.fixture
@@ -97,42 +51,17 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
 
 
 @pytest.fixture
-def replicas(cluster: Cluster, etcd: EtcdServer) -> Iterator[dict[str, Replica]]:
-    """Replicas "a" and "b", stopped before etcd is (each holds a lease in it)."""
-    started: dict[str, Replica] = {}
+async def pair(cluster: Cluster, etcd: EtcdServer) -> AsyncIterator[tuple[Replica, Replica]]:
+    """Replicas "a" and "b" started, one elected: (leader, follower). Stopped before etcd
+    is (each holds a lease in it)."""
+    replicas = Replicas(cluster, etcd)
     try:
-        for name in NAMES:
-            started[name] = start_replica(cluster, etcd, name)
-        yield started
+        replicas.start_all()
+        leader = await replicas.leader(ELECTED_TIMEOUT)
+        follower = next(r for r in replicas.replicas.values() if r is not leader)
+        yield leader, follower
     finally:
-        for replica in started.values():
-            replica.proc.stop()
-
-
-async def readyz(http: aiohttp.ClientSession, replica: Replica) -> dict[str, Any]:
-    """``/readyz``'s JSON (a follower answers 503, still JSON); {} while not listening."""
-    try:
-        async with http.get(f"{replica.http}/readyz") as response:
-            return dict(await response.json())
-    except (aiohttp.ClientError, TimeoutError, ValueError):
-        return {}
-
-
-async def elected(http: aiohttp.ClientSession, replicas: dict[str, Replica]) -> Replica:
-    """Wait until exactly one replica says it leads and is ready; that one."""
-    leaders: list[Replica] = []
-
-    async def one_leader() -> bool:
-        said = {name: await readyz(http, r) for name, r in replicas.items()}
-        leaders[:] = [
-            replicas[name]
-            for name, s in said.items()
-            if s.get("role") == "leader" and s.get("status") == "ready"
-        ]
-        return len(leaders) == 1
-
-    await wait_until(one_leader, ELECTED_TIMEOUT, "one ready leader")
-    return leaders[0]
+        cluster.stop()
 
 
 async def follower_in_sync(
@@ -142,7 +71,7 @@ async def follower_in_sync(
     found: list[dict[str, Any]] = []
 
     async def in_sync() -> bool:
-        _, document = await get_json(http, f"{leader.http}/api/replicas")
+        _, document = await get_json(http, f"{http_of(leader)}/api/replicas")
         found[:] = [document]
         listed = {r["name"]: r for r in document.get("replicas", [])}
         entry = listed.get(follower, {})
@@ -153,17 +82,16 @@ async def follower_in_sync(
 
 
 async def test_the_leaders_api_lists_both_replicas_with_its_follower_in_sync(
-    replicas: dict[str, Replica], http: aiohttp.ClientSession
+    pair: tuple[Replica, Replica], http: aiohttp.ClientSession
 ) -> None:
     # Given two replicated control planes, one elected
-    leader = await elected(http, replicas)
-    follower = next(r for r in replicas.values() if r is not leader)
+    leader, follower = pair
 
     # When the follower has caught up with the leader's journal
     document = await follower_in_sync(http, leader, follower.name)
 
     # Then the leader's /api/replicas names its term and mode, itself, then its follower
-    said = await readyz(http, leader)
+    said = leader.readyz()
     assert document["replicated"] is True
     assert document["epoch"] == said["epoch"] >= 1
     assert document["mode"] == "replicated"
@@ -177,17 +105,16 @@ async def test_the_leaders_api_lists_both_replicas_with_its_follower_in_sync(
     assert second["lag_seconds"] == 0.0
 
     # And the follower serves no dashboard API at all
-    async with http.get(f"{follower.http}/api/replicas") as response:
+    async with http.get(f"{http_of(follower)}/api/replicas") as response:
         assert response.status == 404
 
 
 @needs_chromium
 async def test_the_leaders_dashboard_shows_both_replicas_with_their_roles(
-    replicas: dict[str, Replica], http: aiohttp.ClientSession, tmp_path: Path
+    pair: tuple[Replica, Replica], http: aiohttp.ClientSession, tmp_path: Path
 ) -> None:
     # Given two replicated control planes, the follower caught up
-    leader = await elected(http, replicas)
-    follower = next(r for r in replicas.values() if r is not leader)
+    leader, follower = pair
     await follower_in_sync(http, leader, follower.name)
 
     async with launched() as browser:
@@ -196,7 +123,7 @@ async def test_the_leaders_dashboard_shows_both_replicas_with_their_roles(
         page.on("pageerror", lambda exc: errors.append(str(exc)))
 
         # When the leader's dashboard opens
-        await page.goto(leader.http + "/")
+        await page.goto(http_of(leader) + "/")
 
         # Then its Replicas panel shows the leader and its follower, in sync
         await page.locator("#replicas-panel").wait_for(state="visible", timeout=LIVE_TIMEOUT_MS)
@@ -218,7 +145,7 @@ async def test_the_leaders_dashboard_shows_both_replicas_with_their_roles(
         ]
         assert "in sync" in rows[1]
         assert await page.text_content("#replicas-mode") == "replicated"
-        said = await readyz(http, leader)
+        said = leader.readyz()
         assert await page.text_content("#replicas-epoch") == str(said["epoch"])
 
         screenshot = tmp_path / "dashboard-replicas.png"
