@@ -13,14 +13,17 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from typing import TypeVar
+from collections.abc import Callable
+from typing import Self, TypeVar
 
 import pynng
 from pynng.exceptions import check_err
 
+from fastworker._discovery import Accept, dial_bus
+from fastworker._leader import stale, succeeds
 from fastworker._transport import dial_req, read_reply, with_auth
 from fastworker.errors import ControlPlaneUnavailable, Timeout, nobody_at
-from fastworker.tls import TLS, dial_config
+from fastworker.tls import TLS
 from fastworker_protocol import Announce, Codec, DecodeError, Message, Probe
 
 M = TypeVar("M", bound=Message)
@@ -28,6 +31,7 @@ M = TypeVar("M", bound=Message)
 MAX_IDLE_CONTEXTS = 64  # kept open for reuse; more threads than this open and close theirs
 _CLOSE_GRACE = 2.0  # seconds close() waits for aborted requests to let go of the socket
 _PROBE_INTERVAL = 0.25
+_POLL = 0.1  # seconds between looks at whether to stop listening
 _SEND_TIMEOUT = b"send-timeout"  # NNG_OPT_SENDTIMEO
 _RECV_TIMEOUT = b"recv-timeout"  # NNG_OPT_RECVTIMEO
 
@@ -144,6 +148,61 @@ def _set_ms(context: pynng.Context, option: bytes, seconds: float) -> None:
     check_err(pynng.lib.nng_ctx_set_ms(context.context, option, ms))
 
 
+class BlockingBus:
+    """The discovery bus, dialed to every discovery address, read on the calling thread:
+    the blocking counterpart of ``DiscoveryPeer`` (stale announcements ignored alike)."""
+
+    def __init__(self, address: str, codec: Codec, tls: TLS | None) -> None:
+        self.address = address
+        self.epoch = 0  # the highest heard
+        self._codec = codec
+        self._probe = codec.encode(Probe(role="client"))
+        self._bus = dial_bus(address, codec, tls, asynchronous=False)
+
+    @property
+    def connected(self) -> bool:
+        return bool(self._bus.pipes)
+
+    def heard(
+        self,
+        accept: Accept,
+        timeout: float,
+        connect_for: float | None = None,
+        stop: Callable[[], bool] | None = None,
+    ) -> Announce | None:
+        """The first announcement ``accept`` takes within ``timeout`` seconds, probing
+        every ``_PROBE_INTERVAL``; ``None`` if none, if the bus is still unconnected after
+        ``connect_for``, or once ``stop()`` (asked every ``_POLL`` at least)."""
+        start = next_probe = time.monotonic()
+        while (elapsed := (now := time.monotonic()) - start) < timeout:
+            if stop is not None and stop():
+                return None
+            if connect_for is not None and elapsed >= connect_for and not self.connected:
+                return None
+            if now >= next_probe:
+                with contextlib.suppress(pynng.NNGException):
+                    self._bus.send(self._probe, block=False)
+                next_probe = now + _PROBE_INTERVAL
+            wait = min(start + timeout, next_probe, now + _POLL) - now
+            self._bus.recv_timeout = max(1, int(1000 * wait))
+            with contextlib.suppress(pynng.Timeout):
+                heard = _announce(self._codec, self._bus.recv())
+                if heard is not None and not stale(heard, self.epoch):
+                    self.epoch = max(self.epoch, heard.epoch)
+                    if accept(heard):
+                        return heard
+        return None
+
+    def close(self) -> None:
+        self._bus.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def announcement(
     address: str,
     codec: Codec,
@@ -151,30 +210,31 @@ def announcement(
     timeout: float,
     connect_timeout: float | None = None,
 ) -> Announce:
-    """The first control plane announcement heard on the discovery bus at ``address``
-    within ``timeout`` seconds, probing meanwhile; with ``connect_timeout``, give up sooner
-    if the bus has not connected by then. Blocking counterpart of ``DiscoveryPeer``."""
-    probe = codec.encode(Probe(role="client"))
-    with pynng.Bus0(
-        recv_max_size=2 * codec.max_message_size, tls_config=dial_config(address, tls)
-    ) as bus:
-        bus.reconnect_time_min = 50
-        bus.reconnect_time_max = 1000
-        bus.dial(address, block=False)
-        start = time.monotonic()
-        connect_for = timeout if connect_timeout is None else min(timeout, connect_timeout)
-        while (elapsed := time.monotonic() - start) < timeout:
-            if elapsed >= connect_for and not bus.pipes:
-                timeout = connect_for
-                break
-            with contextlib.suppress(pynng.NNGException):
-                bus.send(probe, block=False)
-            bus.recv_timeout = max(1, int(1000 * min(timeout - elapsed, _PROBE_INTERVAL)))
-            with contextlib.suppress(pynng.Timeout):
-                heard = _announce(codec, bus.recv())
-                if heard is not None:
-                    return heard
-    raise ControlPlaneUnavailable(nobody_at(address, "announced itself", within=timeout))
+    """The first control plane announcement heard on the discovery bus at ``address`` (one
+    or a comma-separated list) within ``timeout`` seconds, probing meanwhile; with
+    ``connect_timeout``, give up sooner if the bus has not connected by then. Blocking
+    counterpart of ``DiscoveryPeer.announcement``."""
+    connect_for = timeout if connect_timeout is None else min(timeout, connect_timeout)
+    with BlockingBus(address, codec, tls) as bus:
+        heard = bus.heard(lambda _: True, timeout, connect_for)
+        within = timeout if bus.connected else connect_for
+    if heard is None:
+        raise ControlPlaneUnavailable(nobody_at(address, "announced itself", within=within))
+    return heard
+
+
+def successor(
+    address: str,
+    codec: Codec,
+    tls: TLS | None,
+    current: Announce,
+    timeout: float,
+    stop: Callable[[], bool],
+) -> Announce | None:
+    """An announcement of a leader that replaced ``current``'s, heard within ``timeout``
+    (``None``: none, or ``stop()`` came first)."""
+    with BlockingBus(address, codec, tls) as bus:
+        return bus.heard(lambda a: succeeds(a, current), timeout, stop=stop)
 
 
 def _announce(codec: Codec, data: bytes) -> Announce | None:

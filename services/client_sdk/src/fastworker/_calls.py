@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fastworker import _local as local
+from fastworker._leader import addresses
 from fastworker._task import Task
 from fastworker.errors import (
     InvalidArguments,
@@ -57,7 +58,7 @@ KNOWN_RESULTS = 10_000  # results a client remembers for get_result/get_status
 class Settings:
     """A client's settings, checked, and completed from the environment, once."""
 
-    discovery_address: str
+    discovery_address: str  # one address, or a comma-separated list (one per replica)
     timeout: float
     retries: int
     connect_timeout: float
@@ -85,10 +86,13 @@ class Settings:
             raise ValueError("retries must be >= 0")
         if connect_timeout <= 0:
             raise ValueError("connect_timeout must be positive")
-        return cls(
-            discovery_address=discovery_address
+        discovery = (
+            discovery_address
             or os.environ.get("FASTWORKER_DISCOVERY_ADDRESS")
-            or DEFAULT_DISCOVERY_ADDRESS,
+            or DEFAULT_DISCOVERY_ADDRESS
+        )
+        return cls(
+            discovery_address=",".join(addresses(discovery)),
             timeout=timeout,
             retries=retries,
             connect_timeout=min(connect_timeout, timeout),

@@ -65,6 +65,8 @@ class RequestChannel:
         the protocol's ``EncodeError`` before anything is sent.
         """
         data = self._codec.encode(with_auth(message, self._auth))
+        if self._closed:  # stopped, or left for another leader
+            raise ControlPlaneUnavailable(f"the connection to {self.address} was closed")
         context = self._socket.new_context()
         exchange = asyncio.ensure_future(_exchange(context, data))
         try:
@@ -132,14 +134,16 @@ def dial_req(address: str, codec: Codec, tls: TLS | None) -> pynng.Req0:
 
 
 def read_reply(codec: Codec, address: str, data: bytes, reply_type: type[M]) -> M:
-    """The decoded reply from ``address``; an ``Error`` reply raises its SDK error, and a
-    reply that does not decode or is of another type raises ``ControlPlaneUnavailable``."""
+    """The decoded reply from ``address``; an ``Error`` reply raises its SDK error
+    (``unavailable``, a control plane that is not the leader, raises
+    ``ControlPlaneUnavailable``), and so does a reply that does not decode or is of
+    another type."""
     try:
         reply = codec.decode(data)
     except DecodeError as exc:
         raise ControlPlaneUnavailable(f"{address} sent an unreadable reply: {exc}") from exc
     if isinstance(reply, Error):
-        raise rejection(reply.code, reply.message)
+        raise rejection(reply.code, reply.message, address)
     if not isinstance(reply, reply_type):
         raise ControlPlaneUnavailable(
             f"{address} replied {type(reply).__name__}, expected {reply_type.__name__}"

@@ -8,6 +8,7 @@ in flight at once; each is a separate NNG context.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
@@ -38,7 +39,8 @@ from fastworker._calls import (
     unwrap,
 )
 from fastworker._coalescer import SendBatch, SubmitCoalescer
-from fastworker._discovery import DiscoveryPeer
+from fastworker._discovery import DiscoveryPeer, LeaderSearch
+from fastworker._leader import Attempts, back_when, follows, rewait
 from fastworker._task import Task
 from fastworker._transport import RequestChannel
 from fastworker.errors import ControlPlaneUnavailable, FastWorkerError, Timeout, unsendable
@@ -83,6 +85,9 @@ M = TypeVar("M", bound=Message)
 
 Channel = RequestChannel | local.LocalChannel
 P = ParamSpec("P")
+RESULTS: local.Lane = None  # the results channel's lane (the others are priorities)
+
+log = logging.getLogger("fastworker.client")
 
 
 class Client:
@@ -95,6 +100,11 @@ class Client:
     and the control plane accepts each id once. ``connect_timeout`` (default 3 s) is how
     long finding and connecting to the control plane may take: with nothing there, ``start``
     and every call raise ``ControlPlaneUnavailable`` that soon, naming the address tried.
+
+    Replicated control planes (one leader, followers) are followed: give every replica's
+    discovery address, comma-separated, and a call that loses the leader (no connection, no
+    reply, or ``unavailable``) waits within its ``timeout`` for the next leader to announce
+    itself, then sends the same request there (same task ids: nothing runs twice).
     """
 
     def __init__(
@@ -109,7 +119,8 @@ class Client:
         tls: TLS | None = None,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     ) -> None:
-        """``discovery_address`` is where control planes announce themselves (default: the
+        """``discovery_address`` is where control planes announce themselves, or a
+        comma-separated list of such addresses, one per replica (default: the
         ``FASTWORKER_DISCOVERY_ADDRESS`` environment variable, else
         ``tcp://127.0.0.1:5550``); ``auth_token`` is the control plane's shared token, if
         it requires one (default: the ``FASTWORKER_AUTH_TOKEN`` environment variable); ``tls`` holds
@@ -134,6 +145,9 @@ class Client:
         self._watcher: CompletionWatcher | None = None
         self._results: Channel | None = None
         self._known = KnownResults()
+        self._announce: Announce | None = None  # whose channels these are (None: in-process)
+        self._generation = 0  # of the channels: one more at every move to a new leader
+        self._search: LeaderSearch | None = None
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -152,13 +166,33 @@ class Client:
     def _connect_to(self, announce: Announce) -> None:
         """Connect to the control plane that made ``announce``."""
         self._open(lambda lane: self._channel(lane_address(announce, lane), announce))
+        self._announce = announce
+        if self._settings.address is None:
+            s = self._settings
+            self._search = LeaderSearch(s.discovery_address, s.codec, s.tls, self._move_to)
+
+    def _move_to(self, announce: Announce) -> bool:
+        """Leave the leader for its successor, which made ``announce``: new channels (calls
+        on the old ones end, and go again on these), same coalescers and watches."""
+        if self._results is None:  # stopped meanwhile
+            return False
+        old = [*self._submit.values(), self._results]
+        self._connect_channels(lambda lane: self._channel(lane_address(announce, lane), announce))
+        self._announce, self._generation = announce, self._generation + 1
+        for channel in old:
+            channel.close()
+        log.info("following the new leader %s (epoch %d)", announce.results, announce.epoch)
+        return True
 
     def _open(self, connect: Callable[[local.Lane], Channel]) -> None:
         """Open a channel per submission priority and one for results."""
-        self._submit = {p: connect(p) for p in Priority.by_rank()}
-        self._results = connect(None)
+        self._connect_channels(connect)
         self._coalescers = {p: SubmitCoalescer(self._batch_sender(p)) for p in self._submit}
         self._watcher = CompletionWatcher(self._get_any)
+
+    def _connect_channels(self, connect: Callable[[local.Lane], Channel]) -> None:
+        self._submit = {p: connect(p) for p in Priority.by_rank()}
+        self._results = connect(RESULTS)
 
     async def _locate(self) -> Announce:
         settings = self._settings
@@ -183,8 +217,10 @@ class Client:
             self._results.close()
         if self._watcher is not None:
             self._watcher.close()
+        if self._search is not None:
+            self._search.close()
         self._submit, self._coalescers, self._watcher = {}, {}, None
-        self._results = None
+        self._results, self._announce, self._search = None, None, None
 
     async def aclose(self) -> None:
         self.stop()
@@ -309,7 +345,7 @@ class Client:
 
     async def _get_any(self, task_ids: list[str], wait: float) -> list[TaskResult | None]:
         message = Get(task_ids=task_ids, wait=wait, any=True)
-        reply = await self._request(self._results_channel(), message, Results, wait)
+        reply = await self._request(RESULTS, message, Results, wait)
         self._known.remember(reply.results)
         return reply.results
 
@@ -352,7 +388,7 @@ class Client:
     def _batch_sender(self, priority: Priority) -> SendBatch:
         async def send(specs: list[TaskSpec]) -> Accepted:
             message = Submit(tasks=specs, atomic=False)
-            return await self._request(self._submit[priority], message, Accepted, None)
+            return await self._request(priority, message, Accepted, None)
 
         return send
 
@@ -365,7 +401,7 @@ class Client:
     ) -> M:
         self._require_started()
         message = Submit(tasks=specs, wait=wait)
-        reply = await self._request(self._submit[priority], message, reply_type, wait)
+        reply = await self._request(priority, message, reply_type, wait)
         if isinstance(reply, Results):
             self._known.remember(reply.results)
         return reply
@@ -412,7 +448,7 @@ class Client:
             asked = loop.time()
             left = None if deadline is None else max(0.0, deadline - asked)
             message = Get(task_ids=task_ids, wait=left)
-            reply = await self._request(self._results_channel(), message, Results, left)
+            reply = await self._request(RESULTS, message, Results, left)
             self._known.remember(reply.results)
             if not ask_again(reply.results, deadline, asked, loop.time()):
                 return reply.results
@@ -428,25 +464,22 @@ class Client:
 
     async def cancel_task(self, task_id: str) -> bool:
         """Cancel a task that has not finished; ``False`` if it already had."""
-        reply = await self._request(
-            self._results_channel(), Cancel(task_id=task_id), Cancelled, None
-        )
+        reply = await self._request(RESULTS, Cancel(task_id=task_id), Cancelled, None)
         return reply.changed
 
     async def list_tasks(self, status: TaskState | str | None = None, limit: int = 100) -> TaskPage:
         state = TaskState(status) if status is not None else None
-        reply = await self._request(
-            self._results_channel(), ListTasks(status=state, limit=limit), TaskList, None
-        )
+        message = ListTasks(status=state, limit=limit)
+        reply = await self._request(RESULTS, message, TaskList, None)
         return task_page(reply)
 
     async def list_schedules(self) -> list[ScheduleInfo]:
         """The periodic tasks: their schedule, next and last run, runs and skipped ticks."""
-        reply = await self._request(self._results_channel(), ListSchedules(), ScheduleList, None)
+        reply = await self._request(RESULTS, ListSchedules(), ScheduleList, None)
         return reply.schedules
 
     async def list_workers(self) -> list[WorkerInfo]:
-        reply = await self._request(self._results_channel(), ListWorkers(), WorkerList, None)
+        reply = await self._request(RESULTS, ListWorkers(), WorkerList, None)
         return reply.workers
 
     # --- queues and limits ------------------------------------------------------------------
@@ -454,7 +487,7 @@ class Client:
     async def list_queues(self) -> list[QueueInfo]:
         """Every named queue: depth per priority, oldest task's age, running tasks,
         workers serving it, whether it is paused, its limits."""
-        reply = await self._request(self._results_channel(), ListQueues(), QueueList, None)
+        reply = await self._request(RESULTS, ListQueues(), QueueList, None)
         return reply.queues
 
     async def pause_queue(self, queue: str) -> None:
@@ -472,11 +505,11 @@ class Client:
 
     async def _queue_action(self, queue: str, action: str) -> QueueActed:
         message = queue_action(queue, action)
-        return await self._request(self._results_channel(), message, QueueActed, None)
+        return await self._request(RESULTS, message, QueueActed, None)
 
     async def list_limits(self) -> list[LimitInfo]:
         """Every rate and concurrency limit in effect, declared or set at run time."""
-        reply = await self._request(self._results_channel(), ListLimits(), LimitList, None)
+        reply = await self._request(RESULTS, ListLimits(), LimitList, None)
         return reply.limits
 
     async def set_limit(
@@ -493,30 +526,52 @@ class Client:
         it); ``None`` leaves one as it is, ``reset`` first goes back to what ``@task``
         declared. Kept across restarts with a state dir. Returns the limits now."""
         message = limit_change(scope, name, rate, concurrency, reset)
-        return (await self._request(self._results_channel(), message, LimitList, None)).limits
+        return (await self._request(RESULTS, message, LimitList, None)).limits
 
     # --- plumbing ---------------------------------------------------------------------------
 
     async def _request(
-        self, channel: Channel, message: Message, reply_type: type[M], wait: float | None
+        self, lane: local.Lane, message: Message, reply_type: type[M], wait: float | None
     ) -> M:
-        # One deadline for the call, shared by its attempts (see Budget).
+        # One deadline for the call, shared by its attempts (see Budget), and within it a
+        # look for the next leader when a replicated one is lost (see _leader.Attempts).
         loop = asyncio.get_running_loop()
-        budget = self._settings.budget(wait)
-        started = loop.time()
-        for attempt in range(self.retries + 1):
-            per_try = budget.per_try(attempt, budget.total - (loop.time() - started))
+        attempts = Attempts(self._settings.budget(wait), loop.time())
+        channel, generation, sent = self._lane(lane), self._generation, message
+        while True:
+            timeout = attempts.timeout(loop.time())
             try:
-                return await channel.request(message, reply_type, per_try, self.connect_timeout)
+                return await channel.request(sent, reply_type, timeout, self.connect_timeout)
             except EncodeError as exc:  # nothing was sent
                 raise unsendable(exc) from exc
-            except (Timeout, ControlPlaneUnavailable):
-                if budget.give_up(attempt, loop.time() - started, channel.connected):
+            except (Timeout, ControlPlaneUnavailable) as exc:
+                if await self._moved(generation, attempts, back_when(exc, channel)):
+                    channel, generation = self._lane(lane), self._generation
+                    sent = rewait(message, wait, loop.time() - attempts.started)
+                    continue
+                following = follows(self._announce, self._settings.address)
+                if not attempts.again(loop.time(), channel.connected, following):
                     raise
-        raise AssertionError("unreachable")  # pragma: no cover
 
-    def _results_channel(self) -> Channel:
+    async def _moved(
+        self, generation: int, attempts: Attempts, back: Callable[[], bool] | None
+    ) -> bool:
+        """Whether this client left the leader it had at ``generation`` for a successor:
+        already, or within the look a failed attempt allows (one look, shared by calls;
+        this call's ends once ``back()``)."""
+        if self._generation != generation:
+            return True
+        current, search = self._announce, self._search
+        if search is None or current is None or not follows(current, self._settings.address):
+            return False
+        until = attempts.look_until(asyncio.get_running_loop().time())
+        return await search.successor(current, until, back)
+
+    def _lane(self, lane: local.Lane) -> Channel:
+        """The channel of a submission priority, or of results (``RESULTS``)."""
         self._require_started()
+        if lane is not None:
+            return self._submit[lane]
         assert self._results is not None
         return self._results
 

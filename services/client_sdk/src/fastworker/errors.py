@@ -1,7 +1,8 @@
 """The one exception tree of the client SDK, grouped by what the caller can do about it.
 
 FastWorkerError
-+-- ControlPlaneUnavailable    nothing connected or answered: start one, or fix the address
++-- ControlPlaneUnavailable    nothing connected or answered (or it is not the leader any
+|                              more, ``unavailable``): start one, fix the address, retry
 +-- Timeout (TimeoutError)     it answered, but not within the time you gave
 +-- RequestRejected            the control plane refused the request (has ``.code``)
 |   +-- UnknownTask            no subworker ever registered that task name
@@ -29,22 +30,34 @@ class SoftTimeLimitExceeded(Exception):
 
 
 class ControlPlaneUnavailable(FastWorkerError):
-    """No control plane answered at the address tried."""
+    """No control plane answered at the address tried, or the one that answered is not
+    the leader of its replicas any more (the request took no effect there)."""
+
+
+class LeaderUnavailable(ControlPlaneUnavailable):
+    """The control plane answered ``unavailable``: it is not the leader of its replicas
+    (any more), or refuses writes until enough of them are in sync. Unlike a lost
+    connection, its coming back says nothing: the client looks for the leader."""
 
 
 def nobody_at(address: str, what: str = "answered", within: float | None = None) -> str:
-    """The message for a control plane that is not there, with what to try."""
+    """The message for a control plane that is not there, with what to try. ``address``
+    may be a comma-separated list (discovery addresses of replicas): all are named."""
     hint = "is it running? Start one with `fastworker dev --task-modules <your module>`"
     if address.startswith("tls+tcp://"):
         hint += ", and check that --tls-ca is the CA of its certificate"
     when = "" if within is None else f" within {within:g} s"
-    return f"no control plane {what} at {address}{when}: {hint}"
+    where = address
+    if "," in address:
+        where = "any of " + ", ".join(a.strip() for a in address.split(",") if a.strip())
+    return f"no control plane {what} at {where}{when}: {hint}"
 
 
 def unreachable_announced(tried: str, announced: str, discovery: str) -> str:
     """The message for a control plane heard on discovery whose announced address does
     not connect from here (a Compose service name, seen from the host)."""
-    host = discovery.partition("://")[2].rpartition(":")[0] or "127.0.0.1"
+    first = discovery.split(",")[0].strip()  # of a list, the first: any host of it would do
+    host = first.partition("://")[2].rpartition(":")[0] or "127.0.0.1"
     scheme = announced.partition("://")[0]
     port = announced.rpartition(":")[2]
     return (
@@ -131,6 +144,13 @@ def unsendable(exc: EncodeError) -> InvalidArguments:
     return InvalidArguments(ErrorCode.INVALID_ARGUMENTS, str(exc))
 
 
-def rejection(code: str, message: str) -> RequestRejected:
-    """The exception for an error reply with wire ``code``."""
+def rejection(code: str, message: str, address: str | None = None) -> FastWorkerError:
+    """The exception for an error reply with wire ``code`` (from ``address``, if known).
+
+    ``unavailable`` is no refusal of the request but of the control plane's role (it is not
+    the leader any more, or refuses writes until its replicas are in sync): the request
+    took no effect, so it is ``ControlPlaneUnavailable``, which callers retry."""
+    if code == ErrorCode.UNAVAILABLE:
+        where = "the control plane" if address is None else f"the control plane at {address}"
+        return LeaderUnavailable(f"{where} is unavailable: {message}")
     return _REJECTIONS.get(code, RequestRejected)(code, message)

@@ -14,6 +14,7 @@ starts one background thread running the async client, which watches and calls b
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -22,7 +23,7 @@ from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar, overload
 
 from fastworker import _local as local
-from fastworker._blocking import BlockingChannel, announcement
+from fastworker._blocking import BlockingChannel, announcement, successor
 from fastworker._callbacks import Callback
 from fastworker._calls import (
     BatchItem,
@@ -43,8 +44,9 @@ from fastworker._calls import (
     task_spec,
     unwrap,
 )
+from fastworker._leader import SETTLE, Attempts, back_when, follows, rewait
 from fastworker._task import Task
-from fastworker.client import Client
+from fastworker.client import RESULTS, Client
 from fastworker.errors import ControlPlaneUnavailable, FastWorkerError, Timeout, unsendable
 from fastworker.tracing import send_spans
 from fastworker_protocol import (
@@ -84,10 +86,13 @@ Channel = BlockingChannel | local.LocalBlockingChannel
 
 P = ParamSpec("P")
 
+log = logging.getLogger("fastworker.client")
+
 
 class SyncClient:
-    """Blocking FastWorker client; same arguments and methods as :class:`Client`, and safe
-    to share between threads."""
+    """Blocking FastWorker client; same arguments and methods as :class:`Client` (a
+    replicated control plane's leader is followed alike), and safe to share between
+    threads."""
 
     def __init__(
         self,
@@ -104,6 +109,10 @@ class SyncClient:
         self._announce: Announce | None = None
         self._submit: dict[Priority, Channel] = {}
         self._results: Channel | None = None
+        self._generation = 0  # of the channels: one more at every move to a new leader
+        self._moving = threading.Lock()  # held by the one thread looking for a new leader
+        self._moved_at = float("-inf")
+        self._stopped = threading.Event()  # ends a look for a leader at once
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -129,6 +138,21 @@ class SyncClient:
                 )
             self._open(lambda lane: self._channel(lane_address(announce, lane), announce))
             self._announce = announce
+            self._stopped.clear()
+
+    def _move_to(self, announce: Announce) -> bool:
+        """Leave the leader for its successor, which made ``announce`` (see
+        ``Client._move_to``); ``False`` if stopped meanwhile."""
+        with self._lock:
+            if self._results is None:
+                return False
+            old = [*self._submit.values(), self._results]
+            self._open(lambda lane: self._channel(lane_address(announce, lane), announce))
+            self._announce, self._generation = announce, self._generation + 1
+        for channel in old:
+            channel.close()  # calls blocked on them end, and go again on the new ones
+        log.info("following the new leader %s (epoch %d)", announce.results, announce.epoch)
+        return True
 
     def _open(self, connect: Callable[[local.Lane], Channel]) -> None:
         self._submit = {p: connect(p) for p in Priority.by_rank()}
@@ -147,6 +171,7 @@ class SyncClient:
     def stop(self) -> None:
         """Close every socket (calls blocked on them raise ``ControlPlaneUnavailable``) and
         the callback thread, if one was started. Safe to call more than once."""
+        self._stopped.set()
         with self._lock:
             channels = [*self._submit.values(), *([self._results] if self._results else [])]
             self._submit, self._results, self._announce = {}, None, None
@@ -233,7 +258,7 @@ class SyncClient:
         )
         lane = priority_of(task, priority)
         with send_spans([spec], lane) as traced:
-            reply = self._request(self._submit_channel(lane), Submit(tasks=traced), Accepted)
+            reply = self._request(lane, Submit(tasks=traced), Accepted)
         return reply.task_ids[0]
 
     def delay_with_callback(
@@ -265,7 +290,7 @@ class SyncClient:
         lane = priority_of(task_name, priority)
         with send_spans([task_spec(task_name, args, kwargs, queue=queue)], lane) as (spec,):
             message = Submit(tasks=[spec], wait=wait)
-            reply = self._request(self._submit_channel(lane), message, Results, wait)
+            reply = self._request(lane, message, Results, wait)
         self._client._known.remember(reply.results)
         return final(spec.id, reply.results[0], wait)
 
@@ -280,7 +305,7 @@ class SyncClient:
 
     def _send_chunk(self, priority: Priority, specs: list[TaskSpec]) -> None:
         with send_spans(specs, priority) as traced:
-            self._request(self._submit_channel(priority), Submit(tasks=traced), Accepted)
+            self._request(priority, Submit(tasks=traced), Accepted)
 
     # --- results ----------------------------------------------------------------------------
 
@@ -317,7 +342,7 @@ class SyncClient:
             asked = time.monotonic()
             left = None if deadline is None else max(0.0, deadline - asked)
             message = Get(task_ids=task_ids, wait=left)
-            reply = self._request(self._results_channel(), message, Results, left)
+            reply = self._request(RESULTS, message, Results, left)
             self._client._known.remember(reply.results)
             if not ask_again(reply.results, deadline, asked, time.monotonic()):
                 return reply.results
@@ -332,25 +357,25 @@ class SyncClient:
 
     def cancel_task(self, task_id: str) -> bool:
         """Cancel a task that has not finished; ``False`` if it already had."""
-        reply = self._request(self._results_channel(), Cancel(task_id=task_id), Cancelled)
+        reply = self._request(RESULTS, Cancel(task_id=task_id), Cancelled)
         return reply.changed
 
     def list_tasks(self, status: TaskState | str | None = None, limit: int = 100) -> TaskPage:
         state = TaskState(status) if status is not None else None
         message = ListTasks(status=state, limit=limit)
-        return task_page(self._request(self._results_channel(), message, TaskList))
+        return task_page(self._request(RESULTS, message, TaskList))
 
     def list_schedules(self) -> list[ScheduleInfo]:
-        return self._request(self._results_channel(), ListSchedules(), ScheduleList).schedules
+        return self._request(RESULTS, ListSchedules(), ScheduleList).schedules
 
     def list_workers(self) -> list[WorkerInfo]:
-        return self._request(self._results_channel(), ListWorkers(), WorkerList).workers
+        return self._request(RESULTS, ListWorkers(), WorkerList).workers
 
     # --- queues and limits ------------------------------------------------------------------
 
     def list_queues(self) -> list[QueueInfo]:
         """As :meth:`Client.list_queues`."""
-        return self._request(self._results_channel(), ListQueues(), QueueList).queues
+        return self._request(RESULTS, ListQueues(), QueueList).queues
 
     def pause_queue(self, queue: str) -> None:
         """As :meth:`Client.pause_queue`."""
@@ -364,10 +389,10 @@ class SyncClient:
         return self._queue_action(queue, "purge").purged
 
     def _queue_action(self, queue: str, action: str) -> QueueActed:
-        return self._request(self._results_channel(), queue_action(queue, action), QueueActed)
+        return self._request(RESULTS, queue_action(queue, action), QueueActed)
 
     def list_limits(self) -> list[LimitInfo]:
-        return self._request(self._results_channel(), ListLimits(), LimitList).limits
+        return self._request(RESULTS, ListLimits(), LimitList).limits
 
     def set_limit(
         self,
@@ -380,7 +405,7 @@ class SyncClient:
     ) -> list[LimitInfo]:
         """As :meth:`Client.set_limit`."""
         message = limit_change(scope, name, rate, concurrency, reset)
-        return self._request(self._results_channel(), message, LimitList).limits
+        return self._request(RESULTS, message, LimitList).limits
 
     # --- callbacks --------------------------------------------------------------------------
 
@@ -411,33 +436,65 @@ class SyncClient:
 
     def _request(
         self,
-        channel: Channel,
+        lane: local.Lane,
         message: Message,
         reply_type: type[M],
         wait: float | None = None,
     ) -> M:
-        # One deadline for the call, shared by its attempts (see Budget).
-        budget = self._settings.budget(wait)
-        started = time.monotonic()
-        for attempt in range(budget.retries + 1):
-            per_try = budget.per_try(attempt, budget.total - (time.monotonic() - started))
+        # As the async client's: one deadline, and a look for the next leader within it.
+        attempts = Attempts(self._settings.budget(wait), time.monotonic())
+        generation, channel = self._generation, self._lane(lane)
+        sent, connect_timeout = message, self._settings.connect_timeout
+        while True:
+            timeout = attempts.timeout(time.monotonic())
             try:
-                return channel.request(message, reply_type, per_try, budget.connect_timeout)
+                return channel.request(sent, reply_type, timeout, connect_timeout)
             except EncodeError as exc:  # nothing was sent
                 raise unsendable(exc) from exc
-            except (Timeout, ControlPlaneUnavailable):
-                if budget.give_up(attempt, time.monotonic() - started, channel.connected):
+            except (Timeout, ControlPlaneUnavailable) as exc:
+                if self._moved(generation, attempts, back_when(exc, channel)):
+                    generation, channel = self._generation, self._lane(lane)
+                    sent = rewait(message, wait, time.monotonic() - attempts.started)
+                    continue
+                following = follows(self._announce, self._settings.address)
+                if not attempts.again(time.monotonic(), channel.connected, following):
                     raise
-        raise AssertionError("unreachable")  # pragma: no cover
 
-    def _submit_channel(self, priority: Priority) -> Channel:
-        channel = self._submit.get(priority)
-        if channel is None:
-            raise _not_started()
-        return channel
+    def _moved(self, generation: int, attempts: Attempts, back: Callable[[], bool] | None) -> bool:
+        """Whether this client left the leader it had at ``generation`` for a successor:
+        already, or within the look a failed attempt allows, which ends once ``back()``.
+        One thread looks; the others wait for it (each no longer than its own look), then
+        see the move or look next."""
+        until = attempts.look_until(time.monotonic())
+        if self._generation == generation and not follows(self._announce, self._settings.address):
+            return False
+        if not self._moving.acquire(timeout=max(0.0, until - time.monotonic())):
+            return self._generation != generation
+        try:
+            current, left = self._announce, until - time.monotonic()
+            if self._generation != generation or current is None or left <= 0:
+                return self._generation != generation
+            if back is not None and back():
+                return False
+            # Two "leaders" must not bounce a call to and fro: not faster than SETTLE.
+            if self._stopped.wait(self._moved_at + SETTLE - time.monotonic()):
+                return False
+            s, left = self._settings, until - time.monotonic()
 
-    def _results_channel(self) -> Channel:
-        channel = self._results
+            def stop() -> bool:
+                return self._stopped.is_set() or (back is not None and back())
+
+            heard = successor(s.discovery_address, s.codec, s.tls, current, left, stop)
+            if heard is None or not self._move_to(heard):
+                return False
+            self._moved_at = time.monotonic()
+            return True
+        finally:
+            self._moving.release()
+
+    def _lane(self, lane: local.Lane) -> Channel:
+        """The channel of a submission priority, or of results (``RESULTS``)."""
+        channel = self._results if lane is None else self._submit.get(lane)
         if channel is None:
             raise _not_started()
         return channel

@@ -447,8 +447,9 @@ class Announce(Message, tag="announce"):
     ``submit`` lists the four submission addresses, most urgent priority first.
     ``epoch`` is the leader's term when control planes are replicated (0: one control
     plane alone); a follower announces its leader's addresses under the leader's
-    ``instance_id`` and ``epoch``. Peers ignore an announcement with an ``epoch`` lower
-    than the highest they have heard: it names a leader already replaced.
+    ``instance_id`` and ``epoch``. Peers ignore an announcement with a nonzero ``epoch``
+    lower than the highest they have heard: it names a leader already replaced (epoch 0,
+    a control plane alone, is always heard).
     """
 
     instance_id: str

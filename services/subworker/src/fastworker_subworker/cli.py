@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from fastworker._leader import addresses
 from fastworker.cli.common import (
     EXIT_OK,
     EXIT_TASK_FAILED,
@@ -35,7 +36,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         parser,
         "--discovery-address",
         default=DEFAULT_DISCOVERY_ADDRESS,
-        help="the control plane's discovery BUS (the only setting a subworker needs)",
+        help="the control plane's discovery BUS (the only setting a subworker needs); "
+        "replicated control planes: each replica's, comma-separated",
     )
     add_option(
         parser,
@@ -154,7 +156,8 @@ def run(args: argparse.Namespace) -> int:
             tls=tls_from(args),
             **({"name": args.name} if args.name else {}),
         )
-        dial_config(config.discovery_address, config.tls)  # a bad TLS setting fails here
+        for address in addresses(config.discovery_address):
+            dial_config(address, config.tls)  # a bad TLS setting fails here
         worker = Subworker(config)
     except (TaskModuleError, ValueError) as exc:
         print(f"fastworker-subworker: {exc}", file=sys.stderr)

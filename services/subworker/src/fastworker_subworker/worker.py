@@ -6,7 +6,10 @@ Lifecycle (the protocol's worker state machine): INIT -> STARTING (locate and re
 STOPPING (flush reports, unregister) -> STOPPED.
 
 If the control plane restarts (a new instance announces itself, or it answers
-``unknown_worker``), the subworker registers again by itself.
+``unknown_worker``), the subworker registers again by itself. Replicated control planes
+look the same from here: their discovery addresses are listed (comma-separated), every
+replica announces the leader, and a new leader is a new instance announcing itself; until
+one does, a deposed leader's ``unavailable`` is retried like a lost connection.
 """
 
 from __future__ import annotations
@@ -207,8 +210,12 @@ class Subworker:
             self._address = self._fixed_address or await self._locate(discovery)
             if self._address is not None:
                 self._link = self._new_link(self._address)
+                if discovery is not None:  # from now: the first leader may be gone already
+                    background.append(
+                        asyncio.get_running_loop().create_task(self._watch(discovery))
+                    )
                 if await self._register():
-                    await self._serve(runner, exchange, discovery, background)
+                    await self._serve(runner, exchange, background)
         finally:
             for task in background:
                 task.cancel()
@@ -258,7 +265,6 @@ class Subworker:
         self,
         runner: TaskRunner,
         exchange: Exchange,
-        discovery: DiscoveryPeer | None,
         background: list[asyncio.Task[None]],
     ) -> None:
         """RUNNING until asked to stop, then DRAINING, then STOPPING."""
@@ -266,8 +272,6 @@ class Subworker:
         self._advance(WorkerEvent.READY)
         self._ready.set()
         loop = asyncio.get_running_loop()
-        if discovery is not None:
-            background.append(loop.create_task(self._watch(discovery)))
         exchanging = loop.create_task(
             exchange.run(self._stop_requested, hold=True, ready=self._registered)
         )
@@ -309,15 +313,10 @@ class Subworker:
         return None
 
     async def _register(self) -> bool:
-        assert self._link is not None
-        assert self._address is not None
-        if self._link.address != self._address:  # the control plane moved
-            self._link.close()
-            self._link = self._new_link(self._address)
-        if self._exchange is not None:
-            self._exchange.link = self._link
         signatures = [t.signature() for t in self.registry]
         while True:
+            self._follow()
+            assert self._link is not None
             try:
                 registered = await self._link.register(
                     self.config.name, self.config.concurrency, signatures, self.config.queues
@@ -343,6 +342,17 @@ class Subworker:
                     await self._link.drain(_GOODBYE_TIMEOUT)
             return True
 
+    def _follow(self) -> None:
+        """Talk to the latest control plane announced (``_watch`` may have heard another
+        while a registration was being retried)."""
+        assert self._link is not None
+        assert self._address is not None
+        if self._link.address != self._address:  # the control plane moved
+            self._link.close()
+            self._link = self._new_link(self._address)
+        if self._exchange is not None:
+            self._exchange.link = self._link
+
     async def _registered(self) -> bool:
         """Register again first if the control plane has forgotten this worker."""
         return not self._needs_register or await self._register()
@@ -353,6 +363,8 @@ class Subworker:
     async def _watch(self, discovery: DiscoveryPeer) -> None:
         """Register again when a different control plane instance announces itself."""
         async for announce in discovery.announcements():
+            if self._instance_id is None and announce.registration == self._address:
+                continue  # the one being registered with, heard again
             if announce.instance_id != self._instance_id:
                 log.info("new control plane instance", instance=announce.instance_id)
                 self._address = announce.registration
