@@ -5,16 +5,27 @@ and ports, the control plane reachable under its Service's DNS name (a network a
 them, and the rendered ``helm test`` pod's own command must pass. Once over plain TCP, once
 with ``tls.enabled``: a certificate for the Service's name, and each pod's Secret volume
 projected (every key, or only its ``items``) into a read-only bind mount where the pod
-mounts it.
+mounts it. And with ``controlPlane.replicas: 2`` elected through etcd: both rendered
+StatefulSet pods (each under its stable name, its pod name filled in as the downward API
+would) next to an etcd container, where exactly one must be ready, tasks must flow through
+it, and killing its container must hand over to the other.
 
-What Docker cannot stand in for (the kubelet's probes, the Service's load balancing,
-securityContext enforcement beyond what ``docker run`` flags express) is listed in the
-chart's README.
+What Docker cannot stand in for (the kubelet's probes, the Service's load balancing and
+its routing to the ready replica alone, securityContext enforcement beyond what ``docker
+run`` flags express) is listed in the chart's README.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
+import re
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -52,6 +63,11 @@ def rendered(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return objects
 
 
+def kubelet_expand(value: str, env: dict[str, str]) -> str:
+    """``$(VAR)`` references to variables defined before, expanded as the kubelet does."""
+    return re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: env.get(m[1], m[0]), value)
+
+
 @dataclass(frozen=True)
 class Container:
     """What a rendered pod's container says to run."""
@@ -70,13 +86,26 @@ class Container:
     fs_group: int
 
     @classmethod
-    def of(cls, pod: dict[str, Any], config: dict[str, str]) -> Container:
+    def of(
+        cls,
+        pod: dict[str, Any],
+        config: dict[str, str],
+        pod_name: str = "",
+        claim_templates: tuple[str, ...] = (),
+    ) -> Container:
+        """``pod_name`` fills in the downward API's metadata.name; ``claim_templates`` are
+        the volumes a StatefulSet's volumeClaimTemplates give the pod."""
         [spec] = pod["spec"]["containers"]
         env = dict(config) if spec.get("envFrom") else {}
-        env.update({e["name"]: e["value"] for e in spec.get("env", []) if "value" in e})
+        for entry in spec.get("env", []):
+            if "value" in entry:
+                env[entry["name"]] = kubelet_expand(entry["value"], env)
+            elif entry.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "metadata.name":
+                assert pod_name, f"{entry['name']} needs the pod's name"
+                env[entry["name"]] = pod_name
         security = pod["spec"].get("securityContext", {})
         volumes = pod["spec"].get("volumes", [])
-        claims = {v["name"] for v in volumes if "persistentVolumeClaim" in v}
+        claims = {v["name"] for v in volumes if "persistentVolumeClaim" in v} | set(claim_templates)
         secrets = {v["name"]: v["secret"] for v in volumes if "secret" in v}
         mounts = spec.get("volumeMounts", [])
         assert all(m.get("readOnly") for m in mounts if m["name"] in secrets), mounts
@@ -249,3 +278,165 @@ async def test_the_rendered_pods_run_in_docker_and_tasks_flow_through_every_subw
     logs = run("docker", "logs", name)
     assert status == "0", logs
     assert 'result: "helm-test"' in logs
+
+
+# --- replicated control planes (controlPlane.replicas 2, elected through etcd) ---------------
+
+ETCD_URL = "etcd://etcd:2379/fastworker-jobs"
+
+
+def etcd_image(images: Images) -> str:
+    """The etcd of deploy/compose/etcd.Dockerfile (Debian's etcd-server), on the tests' base."""
+    image = f"fastworker-etcd:{TAG}"
+    compose = ROOT / "deploy" / "compose"
+    run(
+        "docker",
+        "build",
+        "-q",
+        "--build-arg",
+        f"BASE_IMAGE={images.base}",
+        "-f",
+        str(compose / "etcd.Dockerfile"),
+        "-t",
+        image,
+        str(compose),
+        timeout=900,
+    )
+    return image
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One rendered control-plane pod of the StatefulSet, running as a container."""
+
+    name: str  # the pod's name, <statefulset>-<ordinal>
+    container: str
+    http: int  # its HTTP port, as published on 127.0.0.1
+    base: int  # its first submission port, as published
+
+    def readyz(self) -> tuple[int, dict[str, Any]]:
+        """``/readyz``'s status and JSON detail (0 when nothing answers)."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.http}/readyz", timeout=2) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"{}")
+        except (OSError, ValueError):
+            return 0, {}
+
+
+def show_logs(containers: list[str]) -> None:
+    """The last lines each container logged, on stderr (pytest shows it on failure)."""
+    for name in containers:
+        logs = subprocess.run(
+            ["docker", "logs", "--tail", "40", name], capture_output=True, text=True, check=False
+        )
+        sys.stderr.write(f"\n--- {name} ---\n{logs.stdout}{logs.stderr}")
+
+
+async def one_leader(replicas: list[Replica], timeout: float) -> Replica:
+    """Wait until exactly one of ``replicas`` is ready, as the leader, and every other one
+    answers as a follower; that leader."""
+    found: list[Replica] = []
+
+    async def settled() -> bool:
+        answers = [await asyncio.to_thread(r.readyz) for r in replicas]
+        found[:] = [r for r, (status, _) in zip(replicas, answers, strict=True) if status == 200]
+        roles = [str(detail.get("role")) for _, detail in answers]
+        return len(found) == 1 and sorted(roles) == ["follower"] * (len(roles) - 1) + ["leader"]
+
+    await wait_until(settled, timeout, "exactly one ready control plane, the others followers")
+    return found[0]
+
+
+async def run_tasks(replica: Replica, count: int, subworkers: int) -> None:
+    """Through the leader's published ports: once the subworkers have registered with it,
+    ``count`` tasks, every one of which must succeed."""
+    async with Client(address=f"tcp://127.0.0.1:{replica.base}", timeout=60) as client:
+
+        async def registered() -> bool:
+            return len([w for w in await client.list_workers() if not w.local]) == subworkers
+
+        await wait_until(registered, 60, f"{subworkers} subworker(s) registered with the leader")
+        ids = await client.submit_batch(("fastworker.echo", (i,)) for i in range(count))
+        results = await client.wait_results(ids, timeout=60)
+    assert [r.result for r in results] == list(range(count))
+    assert {r.status for r in results} == {TaskStatus.SUCCESS}
+
+
+async def test_two_rendered_control_plane_replicas_elect_through_etcd_and_hand_over_in_docker(
+    images: Images, network: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given the chart rendered with 2 control-plane replicas elected through etcd, and an
+    # etcd container under the URL's host name
+    values: dict[str, Any] = {
+        "image": {"tag": TAG, "pullPolicy": "Never"},
+        "controlPlane": {"replicas": 2, "ha": {"leaderElection": ETCD_URL}},
+        "subworker": {"replicas": 1, "concurrency": 2},
+    }
+    objects = rendered(values)
+    config = objects[f"ConfigMap/{RELEASE}-fastworker"]["data"]
+    statefulset = objects[f"StatefulSet/{RELEASE}-fastworker-control-plane"]
+    peers = objects[f"Service/{RELEASE}-fastworker-control-plane-peers"]["metadata"]["name"]
+    service_host = f"{RELEASE}-fastworker-control-plane.{NAMESPACE}.svc"
+    assert statefulset["spec"]["replicas"] == 2
+    assert "Lease/fw-fastworker-control-plane" not in objects  # etcd elects instead
+    claims = tuple(t["metadata"]["name"] for t in statefulset["spec"]["volumeClaimTemplates"])
+    subworker = Container.of(
+        objects[f"Deployment/{RELEASE}-fastworker-subworker"]["spec"]["template"], config
+    )
+    etcd = etcd_image(images)
+    run(
+        "docker",
+        "run",
+        "-d",
+        "--name",
+        f"etcd-{network}",
+        "--network",
+        network,
+        "--network-alias",
+        "etcd",
+        etcd,
+    )
+
+    # When each replica runs with its pod's settings, under its stable name (and the
+    # Service's: Docker cannot route it to the ready one alone, so discovery leads a peer
+    # that lands on a follower to the leader), and a subworker joins
+    replicas = []
+    for ordinal in range(2):
+        name = f"{statefulset['metadata']['name']}-{ordinal}"
+        pod = Container.of(statefulset["spec"]["template"], config, name, claims)
+        host = pod.env["FASTWORKER_ADVERTISE_HOST"]
+        assert host == f"{name}.{peers}.{NAMESPACE}.svc"
+        assert pod.env["FASTWORKER_REPLICA_ID"] == name
+        assert pod.claim_mounts == ["/var/lib/fastworker"]
+        base, http = free_port_block(6), free_port_block(1)
+        published = [f"127.0.0.1:{base + i}:{5555 + i}" for i in range(6)]
+        published.append(f"127.0.0.1:{http}:8080")
+        container = f"{name}-{network}"
+        aliases = ("--network-alias", host, "--network-alias", service_host)
+        ports = [flag for p in published for flag in ("-p", p)]
+        run(*pod.docker_run(container, network, *aliases, *ports))
+        replicas.append(Replica(name, container, http, base))
+    run(*subworker.docker_run(f"sw-{network}", network))
+
+    try:
+        # Then exactly one replica is ready, and tasks flow through it
+        leader = await one_leader(replicas, 60)
+        await run_tasks(leader, 100, 1)
+
+        # And when the leader's container is killed, the other takes over, and tasks
+        # submitted afterwards succeed (the subworker followed it through discovery)
+        killed_at = time.monotonic()
+        run("docker", "kill", leader.container)
+        [survivor] = [r for r in replicas if r is not leader]
+        successor = await one_leader([survivor], 30)
+        failover = time.monotonic() - killed_at
+        await run_tasks(successor, 100, 1)
+    except BaseException:
+        show_logs([r.container for r in replicas] + [f"sw-{network}", f"etcd-{network}"])
+        raise
+    with capsys.disabled():
+        print(
+            f"\nhelm-in-docker HA: {leader.name} killed, {successor.name} ready in {failover:.1f} s"
+        )
