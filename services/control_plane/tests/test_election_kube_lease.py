@@ -58,7 +58,7 @@ def test_an_absent_lease_is_created_with_us_holding_it_and_no_transitions() -> N
         LeaseRecord("me", 5, WALL, WALL, 0, "", ("me:5555",)),
     )
     term = me.written(stored(decision.record, "1"), 0.0)
-    assert term == Term("me", 0, ("me:5555",))
+    assert term == Term("me", 1, ("me:5555",))
     assert me.leading == term
 
 
@@ -79,8 +79,8 @@ def test_a_leader_renews_its_own_lease_keeping_acquire_time_and_transitions() ->
 def test_an_unexpired_lease_of_another_is_waited_on() -> None:
     me = LeaseCandidate("me", TIMING)
     other = held_by("other")
-    assert me.decide(other, 100.0, WALL) == Wait(Term("other", 3))
-    assert me.decide(other, 104.999, WALL) == Wait(Term("other", 3))
+    assert me.decide(other, 100.0, WALL) == Wait(Term("other", 4))
+    assert me.decide(other, 104.999, WALL) == Wait(Term("other", 4))
 
 
 def test_an_expired_lease_of_another_is_taken_with_transitions_plus_one() -> None:
@@ -94,7 +94,7 @@ def test_an_expired_lease_of_another_is_taken_with_transitions_plus_one() -> Non
     assert decision.record.lease_transitions == 4
     assert decision.record.acquire_time == WALL + timedelta(seconds=5)
     assert decision.record.resource_version == "7"
-    assert me.written(stored(decision.record, "8"), 105.0) == Term("me", 4)
+    assert me.written(stored(decision.record, "8"), 105.0) == Term("me", 5)
 
 
 def test_expiry_counts_from_when_we_last_saw_the_lease_change() -> None:
@@ -138,7 +138,7 @@ def test_a_lease_under_our_own_name_that_we_do_not_lead_is_not_renewed() -> None
     me = LeaseCandidate("me", TIMING)
     mine_before_restart = held_by("me", transitions=3)
     # Then it waits for expiry like anyone else, and then starts a new epoch
-    assert me.decide(mine_before_restart, 0.0, WALL) == Wait(Term("me", 3))
+    assert me.decide(mine_before_restart, 0.0, WALL) == Wait(Term("me", 4))
     decision = me.decide(mine_before_restart, 5.0, WALL)
     assert isinstance(decision, Update)
     assert decision.acquiring
@@ -157,10 +157,10 @@ def test_after_a_conflict_the_next_read_decides_and_the_winner_is_waited_on() ->
     assert wa.record.resource_version == wb.record.resource_version == "7"
     # When a's write lands (version 8) and b's is refused with 409 Conflict
     won = stored(wa.record, "8")
-    assert a.written(won, 6.0) == Term("a", 4)
+    assert a.written(won, 6.0) == Term("a", 5)
     # Then b, reading again, sees a fresh holder and waits a whole lease
     assert b.leading is None
-    assert b.decide(won, 6.1, WALL) == Wait(Term("a", 4))
+    assert b.decide(won, 6.1, WALL) == Wait(Term("a", 5))
     assert isinstance(b.decide(won, 11.0, WALL), Wait)
     assert isinstance(b.decide(won, 11.1, WALL), Update)
 
@@ -185,7 +185,7 @@ def test_a_leader_whose_lease_was_taken_has_lost() -> None:
     decision = me.decide(taken, 1.0, WALL)
     assert isinstance(decision, Lost)
     assert decision.reason == "lease taken by other"
-    assert decision.then == Wait(Term("other", record.lease_transitions + 1))
+    assert decision.then == Wait(Term("other", record.lease_transitions + 2))
 
 
 def test_a_leader_whose_lease_was_deleted_has_lost_and_recreates_it() -> None:

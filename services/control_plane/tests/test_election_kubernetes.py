@@ -55,8 +55,8 @@ async def test_the_first_candidate_creates_the_lease_and_the_second_follows() ->
     api, _clock, a, b = pair()
     await a.attempt()
     await b.attempt()
-    assert drain(a) == [BecameLeader(Term("a", 0, ("a:5555",)))]
-    assert drain(b) == [ObservedLeader(Term("a", 0, ("a:5555",)))]
+    assert drain(a) == [BecameLeader(Term("a", 1, ("a:5555",)))]
+    assert drain(b) == [ObservedLeader(Term("a", 1, ("a:5555",)))]
     assert api.record is not None
     assert api.record.holder == "a"
 
@@ -75,7 +75,7 @@ async def test_a_leader_that_stops_renewing_fences_itself_before_the_other_takes
     assert b.leading() is None
     clock.now += TIMING.lease_duration - TIMING.renew_deadline
     await b.attempt()
-    assert b.leading() == Term("b", 1, ("b:5555",))
+    assert b.leading() == Term("b", 2, ("b:5555",))
 
 
 async def test_renewals_keep_the_term_and_its_epoch() -> None:
@@ -85,7 +85,7 @@ async def test_renewals_keep_the_term_and_its_epoch() -> None:
         clock.now += TIMING.retry_period
         await a.attempt()
         await b.attempt()
-    assert a.leading() == Term("a", 0, ("a:5555",))
+    assert a.leading() == Term("a", 1, ("a:5555",))
     assert [type(e) for e in drain(a)] == [BecameLeader]
     assert b.leading() is None
 
@@ -131,7 +131,7 @@ async def test_resigning_releases_the_lease_for_the_next_candidate_at_once() -> 
     assert api.record.holder == ""
     assert [type(e) for e in drain(a)] == [BecameLeader, LostLeadership]
     await b.attempt()
-    assert b.leading() == Term("b", 1, ("b:5555",))
+    assert b.leading() == Term("b", 2, ("b:5555",))
 
 
 async def test_an_unreachable_api_server_costs_the_leader_its_term_by_the_deadline() -> None:

@@ -148,3 +148,18 @@ def test_forgotten_commits_do_not_grow_without_bound() -> None:
         t.committed(end, T0)
         t.acked("a", LOG, end, T0)
     assert len(t._commits) == 1  # only the last: it maps an ack of the end to its seq
+
+
+def test_alone_with_two_sync_replicas_it_still_waits_for_the_follower_left_in_sync() -> None:
+    # Given two sync replicas wanted, and only one follower in sync
+    t = tracker(sync_replicas=2)
+    t.acked("a", LOG, 10, T0)
+    first = t.committed(100, T0 + 0.1)
+    # Then the leader is alone, but a commit waits for the follower it still has
+    assert t.mode(T0 + 0.1) is Mode.ALONE
+    assert t.releasable(T0 + 0.1) == 0
+    t.acked("a", LOG, 100, T0 + 0.2)
+    assert t.releasable(T0 + 0.2) == first
+    # And once that follower is silent past the lag bound, on the leader's disk alone
+    second = t.committed(200, T0 + 0.3)
+    assert t.releasable(T0 + 2.5) == second

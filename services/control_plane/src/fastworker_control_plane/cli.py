@@ -257,7 +257,8 @@ def add_replication_options(parser: argparse.ArgumentParser) -> None:
         "--replica-id",
         default=None,
         metavar="NAME",
-        help="this replica's name in metrics and the dashboard (default: the host name)",
+        help="this replica's name in metrics and the dashboard, unique among the replicas "
+        "(default: host name:replication port)",
     )
 
 

@@ -63,7 +63,7 @@ class ControlPlaneConfig:
     sync_replicas: int = 1  # followers whose fsync an acknowledgement waits for
     require_sync: bool = False  # refuse writes (not go on alone) with too few in sync
     replication_port: int = 0  # 0: base port + 6
-    replica_id: str | None = None  # this replica's name (default: the host name)
+    replica_id: str | None = None  # this replica's name (default: host:replication port)
 
     def __post_init__(self) -> None:
         PortMap(self.base_port)  # validates the range
@@ -94,6 +94,11 @@ class ControlPlaneConfig:
                 raise ValueError(
                     f"replication port {self.replication_port_number} is outside 1..65535"
                 )
+            if self.tls is not None and self.tls.ca_file is None:
+                raise ValueError(
+                    "replicas with TLS need --tls-ca: a follower dials its leader's "
+                    "replication port and must verify its certificate"
+                )
             if self.base_port <= self.replication_port_number <= self.ports.registration:
                 raise ValueError(
                     f"replication port {self.replication_port_number} collides with the "
@@ -106,7 +111,8 @@ class ControlPlaneConfig:
 
     @property
     def replica_name(self) -> str:
-        return self.replica_id or socket.gethostname()
+        """``replica_id``, else the host name and replication port (unique on a host)."""
+        return self.replica_id or f"{socket.gethostname()}:{self.replication_port_number}"
 
     @property
     def ports(self) -> PortMap:

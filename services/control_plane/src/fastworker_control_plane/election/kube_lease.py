@@ -20,7 +20,8 @@ The rules, as in client-go's ``tryAcquireOrRenew``:
   successful attempt has lost, whatever the Lease says.
 
 Two deliberate differences from client-go, both for fencing (the epoch is
-``leaseTransitions`` and must grow with every term): a candidate that does not currently
+``leaseTransitions + 1``, so the first term is 1 (0 means "not replicated" on the wire),
+and must grow with every term): a candidate that does not currently
 lead treats a Lease still held under its own identity like anyone else's (it waits for
 expiry, then acquires with transitions + 1) instead of renewing it; and a Lease that does not
 exist is created with ``leaseTransitions`` 0, so deleting the Lease object restarts epochs
@@ -52,7 +53,12 @@ class LeaseRecord:
     def term(self) -> Term | None:
         if not self.holder:
             return None
-        return Term(self.holder, self.lease_transitions, self.addresses)
+        return Term(self.holder, epoch_of(self.lease_transitions), self.addresses)
+
+
+def epoch_of(transitions: int) -> int:
+    """A term's epoch from its Lease's ``leaseTransitions`` (the first term is 1)."""
+    return transitions + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +127,10 @@ class LeaseCandidate:
             return Create(self._record(wall, wall, 0, ""))
         self._observe(read, now)
         if self.leading is not None:
-            if read.holder == self.identity and read.lease_transitions == self.leading.epoch:
+            if (
+                read.holder == self.identity
+                and epoch_of(read.lease_transitions) == self.leading.epoch
+            ):
                 return Update(
                     self._record(read.acquire_time, wall, read.lease_transitions, read),
                     acquiring=False,
@@ -140,7 +149,7 @@ class LeaseCandidate:
         if self.leading is not None and self.expired_at(started_at):
             return None
         new = self.leading is None
-        self.leading = Term(self.identity, record.lease_transitions, self.addresses)
+        self.leading = Term(self.identity, epoch_of(record.lease_transitions), self.addresses)
         self.renewed_at = max(self.renewed_at, started_at) if not new else started_at
         return self.leading if new else None
 
@@ -151,7 +160,11 @@ class LeaseCandidate:
     def released(self, wall: datetime, read: LeaseRecord) -> LeaseRecord | None:
         """The write that gives up our term (client-go's ReleaseOnCancel), if we hold it."""
         term, self.leading = self.leading, None
-        if term is None or read.holder != self.identity or read.lease_transitions != term.epoch:
+        if (
+            term is None
+            or read.holder != self.identity
+            or epoch_of(read.lease_transitions) != term.epoch
+        ):
             return None
         return LeaseRecord(
             holder="",

@@ -41,6 +41,7 @@ log = structlog.get_logger(__name__)
 
 CONTEXTS = 8  # followers answered side by side (3 replicas need 2)
 HEARTBEAT = 0.5  # seconds a follower's request is held with nothing new
+FORGET_AFTER = 300.0  # seconds of silence before a follower leaves metrics and the dashboard
 
 
 @dataclass(frozen=True)
@@ -189,9 +190,14 @@ class LeaderReplication:
     # --- serving followers ---------------------------------------------------------------
 
     async def judge(self) -> None:
-        """Re-judge the in-sync set now and then (a silent follower drops out)."""
+        """Re-judge the in-sync set now and then (a silent follower drops out), and
+        forget a follower silent for ``FORGET_AFTER`` (a replica removed for good)."""
         while True:
             await asyncio.sleep(self.settings.lag_bound / 4)
+            now = self._clock()
+            for view in list(self.tracker.followers.values()):
+                if now - view.heard > FORGET_AFTER:
+                    self.tracker.forget(view.name)
             self.release()
 
     async def serve(self, socket: pynng.Socket) -> None:
@@ -220,9 +226,9 @@ class LeaderReplication:
             said = m.decode(data)
         except msgspec.DecodeError as exc:
             log.warning("replication: undecodable message", error=str(exc))
-            return sender.hello(self._state())
+            return m.Hello(epoch=self.epoch, log_id=b"", size=0)  # nothing of the journal
         if not isinstance(said, m.Ack | m.Refused):
-            return sender.hello(self._state())
+            return m.Hello(epoch=self.epoch, log_id=b"", size=0)
         if self._auth is not None and not hmac.compare_digest(said.auth.encode(), self._auth):
             log.warning("replication: a follower without the auth token", replica=said.replica)
             await asyncio.sleep(self.settings.heartbeat)  # no tight loop for a misconfigured one
@@ -230,29 +236,31 @@ class LeaderReplication:
         if isinstance(said, m.Ack):
             self.tracker.acked(said.replica or "?", said.log_id, said.durable, self._clock())
             self.release()
-        for _ in range(2):
+        if not self._leading():
+            return None
+        state = self._state()
+        decision = sender.answer(said, state)
+        if isinstance(decision, sender.Hold):
+            grew = self._grew
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(grew.wait(), self.settings.heartbeat)
             if not self._leading():
                 return None
-            state = self._state()
+            state = self._state()  # one state for the decision and the message it makes
             decision = sender.answer(said, state)
-            match decision:
-                case sender.StepDown(epoch=epoch):
-                    log.warning("replication: a follower has seen a newer term", epoch=epoch)
-                    self._on_step_down(epoch)
-                    return None
-                case sender.Incompatible():
-                    log.error("replication: a follower speaks another stream version")
-                    await asyncio.sleep(self.settings.heartbeat)
-                    return sender.heartbeat(state)
-                case sender.SendTail() | sender.SendSnapshot():
-                    data = self._log.read(decision.offset, state.size)
-                    return sender.message(decision, state, data)
-                case sender.Hold():
-                    grew = self._grew
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(grew.wait(), self.settings.heartbeat)
-        state = self._state()
-        return sender.heartbeat(state) if self._leading() else None
+        match decision:
+            case sender.StepDown(epoch=epoch):
+                log.warning("replication: a follower has seen a newer term", epoch=epoch)
+                self._on_step_down(epoch)
+                return None
+            case sender.Incompatible():
+                log.error("replication: a follower speaks another stream version")
+                await asyncio.sleep(self.settings.heartbeat)
+                return sender.heartbeat(state)
+            case sender.SendTail() | sender.SendSnapshot():
+                data = self._log.read(decision.offset, state.size)
+                return sender.message(decision, state, data)
+        return sender.heartbeat(state)  # nothing new within a heartbeat
 
     def _state(self) -> sender.LogState:
         return sender.LogState(self.epoch, self._log.log_id, self._durable)

@@ -13,14 +13,16 @@ reply is fenced by ``Elector.leading()`` (the local clock of the renew deadline)
 
 Stepping down (the term is lost, or a follower has seen a newer one): the control plane
 closes (its fence already refuses every reply) and the process follows again. A
-follower that had not caught up when its leader vanished waits one lease before
-campaigning, so a caught-up follower is elected first (three replicas).
+follower that is catching up does not campaign until there has been no leader for a
+whole lease, so a caught-up follower is elected first (three replicas, or a full
+restart: then every replica waits one lease, and the first to campaign leads).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 from pathlib import Path
 
@@ -63,6 +65,7 @@ class ReplicatedControlPlane:
         self._changed = asyncio.Event()
         self._stepped_down = False
         self._campaigning = False
+        self._leaderless_since: float | None = None  # monotonic: since no leader was seen
         self.collector = ReplicaCollector(self)
 
     # --- the process ----------------------------------------------------------------------
@@ -150,15 +153,25 @@ class ReplicatedControlPlane:
     async def _campaign_when_ready(
         self, elector: Elector, observed: Term | None, link: FollowerLink
     ) -> None:
-        """Campaign unless a leader was followed and this mirror had not caught up with
-        it: then leave the first turn to a follower that had, for one lease."""
-        if self._campaigning:
-            return
-        behind = self.epoch > 0 and link.phase is not Phase.IN_SYNC
-        if behind and observed is None:
-            await self._wait_for_change(self.config.lease_duration)
-        self._campaigning = True
-        await elector.start()
+        """Campaign while this mirror is caught up with its leader, or has never followed
+        one; a mirror behind waits until there has been no leader for a whole lease, so
+        a follower that has every acknowledged write is elected first."""
+        now = time.monotonic()
+        if observed is not None:
+            self._leaderless_since = None
+        elif self._leaderless_since is None:
+            self._leaderless_since = now
+        behind = link.follower.epoch > 0 and link.phase is not Phase.IN_SYNC
+        leaderless = self._leaderless_since is not None and (
+            now - self._leaderless_since >= self.config.lease_duration
+        )
+        wanted = not behind or leaderless
+        if wanted and not self._campaigning:
+            self._campaigning = True
+            await elector.start()
+        elif not wanted and self._campaigning:
+            self._campaigning = False
+            await elector.resign()  # not leading: it only stops campaigning
 
     async def _wait_for_change(self, timeout: float) -> None:
         with contextlib.suppress(TimeoutError):

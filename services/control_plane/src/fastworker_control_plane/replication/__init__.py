@@ -1,4 +1,5 @@
-"""Journal replication (issue 20), the core only: not wired into the control plane yet.
+"""Journal replication between control planes: the stream's rules, pure. ``ha`` drives
+them over NNG and files (the leader's ``LeaderReplication``, the follower's link).
 
 A leader ships its journal file, byte for byte, to followers that keep a mirror of it in
 their own state dir; a mirror replays to the same board as the leader's file. The pieces:

@@ -19,8 +19,9 @@ followers have acknowledged it (it is durable on the leader before it is ever sh
 ``mode`` decides what the leader may acknowledge:
 
 - ``REPLICATED``: enough followers in sync: commits are released once replicated;
-- ``ALONE``: too few, without ``require_sync``: released on the leader's own fsync, and
-  the leader says so (log, metric, readiness detail);
+- ``ALONE``: too few, without ``require_sync``: released once the followers still in
+  sync have it (on the leader's own fsync if none is), and the leader says so (log,
+  metric, readiness detail);
 - ``REFUSING``: too few, with ``require_sync``: new writes are refused; commits already
   waiting are released only as they become replicated (on any follower's disk).
 """
@@ -170,11 +171,15 @@ class Tracker:
     def releasable(self, now: float) -> int:
         """Commits up to this seq may be acknowledged to clients now (never decreases)."""
         mode = self.mode(now)
-        if mode is Mode.ALONE:
-            line = self.seq
-        else:
-            counted = [v for v in self.followers.values() if v.in_sync or mode is Mode.REFUSING]
-            line = self._kth_covered(counted)
+        in_sync = [v for v in self.followers.values() if v.in_sync]
+        if mode is Mode.REPLICATED:
+            line = self._kth_covered(in_sync, self.sync_replicas)
+        elif mode is Mode.ALONE:
+            # Too few in sync: still wait for those that are (each has every commit
+            # within the lag bound), and with none, for the leader's own fsync only.
+            line = self._kth_covered(in_sync, len(in_sync)) if in_sync else self.seq
+        else:  # refusing: what is already waiting is released as it reaches any disks
+            line = self._kth_covered(list(self.followers.values()), self.sync_replicas)
         self._released = max(self._released, line)
         return self._released
 
@@ -203,9 +208,11 @@ class Tracker:
                 return commit.frames
         return 0 if seq == 0 else self._commits[0].frames
 
-    def _kth_covered(self, views: list[FollowerView]) -> int:
+    @staticmethod
+    def _kth_covered(views: list[FollowerView], k: int) -> int:
+        """The highest commit ``k`` of ``views`` have all acknowledged (0: fewer than k)."""
         covered = sorted((v.covered for v in views if v.covered is not None), reverse=True)
-        return covered[self.sync_replicas - 1] if len(covered) >= self.sync_replicas else 0
+        return covered[k - 1] if len(covered) >= k else 0
 
     def _trim(self) -> None:
         """Forget commits every known follower has acknowledged (keeping the last, which
