@@ -6,8 +6,9 @@ Topologies: ``cp`` is a control plane alone that runs tasks itself; ``cp+1sw`` a
 ``cp+1sw+journal`` is ``cp+1sw`` made durable (``--state-dir`` in a fresh temporary
 directory, so every acknowledgement waits for its fsync). The ``cpu_bound`` topologies
 (``CPU_WORKERS``: ``cp+1sw+1proc``, ...) are ``cp+1sw`` loading that scenario's tasks
-too, with the subworker's ``--processes`` and ``--concurrency`` their own. The cluster is
-ready when ``list_workers`` shows the workers that will run tasks.
+too, with the subworker's ``--processes`` and ``--concurrency`` their own. ``cp-ha`` (a
+replicated ``cp+1sw+journal``) is in ``bench/ha_cluster.py``. The cluster is ready when
+``list_workers`` shows the workers that will run tasks.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from bench.config import CONTROL_PLANE_FLAGS, CPU_WORKERS, SUBWORKER_FLAGS
 from bench.procs import Proc, Supervisor, free_port_block, rss_mib
@@ -152,6 +154,15 @@ class Cluster:
 
         await wait_until(ready, READY_TIMEOUT, f"{remote} subworker(s) to register")
 
+    async def settle(self) -> None:
+        """Wait until the cluster may be measured (a replicated one: its follower in sync)."""
+
+    async def check_measured(self) -> dict[str, float]:
+        """What the topology adds to the repeat just measured (a replicated one: how long
+        its leader acknowledged alone); ``ClusterError`` if it did not run as the topology
+        says (its leader changed)."""
+        return {}
+
     def stop(self) -> None:
         """Subworkers first (they unregister), then the control plane."""
         self.supervisor.stop(self.subworkers)
@@ -168,7 +179,16 @@ def _task_modules_flags(modules: tuple[str, ...]) -> list[str]:
 async def cluster_session(supervisor: Supervisor) -> AsyncIterator[Cluster]:
     """A cluster with nothing started yet; whatever was started is stopped on exit, and an
     error says which of its processes died, if any did."""
-    cluster = Cluster(supervisor)
+    async with guarded(Cluster(supervisor)) as cluster:
+        yield cluster
+
+
+C = TypeVar("C", bound=Cluster)
+
+
+@asynccontextmanager
+async def guarded(cluster: C) -> AsyncIterator[C]:
+    """``cluster`` (of any topology) stopped on exit, as ``cluster_session``'s is."""
     try:
         yield cluster
     except Exception as exc:

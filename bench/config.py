@@ -5,7 +5,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-SCENARIOS = ("floor", "latency", "pipelined", "batch", "io_bound", "sync", "memory", "cpu_bound")
+SCENARIOS = (
+    "floor",
+    "latency",
+    "pipelined",
+    "batch",
+    "io_bound",
+    "sync",
+    "memory",
+    "cpu_bound",
+    "ha",
+)
 TOPOLOGY_SCENARIOS = ("latency", "pipelined", "batch", "io_bound", "sync")
 TOPOLOGIES = ("cp", "cp+1sw", "cp+2sw", "cp+1sw+journal")
 # `sync` is the peers' shape (control plane that only dispatches + one subworker), so it
@@ -23,7 +33,12 @@ CPU_WORKERS = {
     "cp+1sw+threads": (1, 2),
 }
 CPU_TOPOLOGIES = tuple(CPU_WORKERS)
-ALL_TOPOLOGIES = TOPOLOGIES + CPU_TOPOLOGIES
+# `ha` (issue 20) compares replicated control planes with the durable single one: both
+# clusters are started first and the repeats take turns between them, as in `cpu_bound`.
+DURABLE = "cp+1sw+journal"
+REPLICATED = "cp-ha"
+HA_TOPOLOGIES = (DURABLE, REPLICATED)
+ALL_TOPOLOGIES = (*TOPOLOGIES, *CPU_TOPOLOGIES, REPLICATED)
 CPU_TASK_S = 0.020  # the CPU one cpu_bound task burns, calibrated on this machine at start
 
 RESULT_MAX_SIZE = 200_000  # so a 100,000-task run is not evicted before it is fetched
@@ -124,7 +139,14 @@ class BenchConfig:
                 "cp+2sw": 0,
                 "cp+1sw+journal": 0,
                 **dict.fromkeys(CPU_TOPOLOGIES, 0),
+                REPLICATED: 0,
             },
             "journal": "cp+1sw+journal: cp+1sw with --state-dir in a fresh temporary directory",
+            "ha_topologies": list(HA_TOPOLOGIES),
+            "replicated": (
+                "cp-ha: etcd (one member) + 2 control planes with --leader-election, each with "
+                "its own --state-dir in a fresh temporary directory, --sync-replicas 1 "
+                "(default) and --http-port on (for /readyz), + 1 subworker dialing the leader"
+            ),
             "io_bound_concurrency": "--local-concurrency 100 (cp), --concurrency 100 (subworkers)",
         }

@@ -1,8 +1,10 @@
 """Runs the selected scenarios, each repeated, and collects one summary per metric key.
 
-Keys are ``scenario.metric.topology`` (``latency.p50_ms.cp+1sw``), or ``scenario.metric``
-for the topology-independent ones (``memory.rss_mb.idle``, ``floor.tasks_per_s.single``,
-``cpu_bound.speedup.2proc_over_1proc``).
+Keys are ``scenario.metric.topology`` (``latency.p50_ms.cp+1sw``,
+``ha.batch.tasks_per_s.cp-ha``), or ``scenario.metric`` for the topology-independent ones
+(``memory.rss_mb.idle``, ``floor.tasks_per_s.single``,
+``cpu_bound.speedup.2proc_over_1proc``, ``ha.batch.tasks_per_s.ratio``). ``cpu_bound`` and
+``ha`` start every topology's cluster first and take turns between them.
 A scenario that fails records ``{"error": ...}`` under each of its keys and the run goes
 on; only cancellation (Ctrl-C) stops it.
 """
@@ -13,22 +15,24 @@ import asyncio
 import contextlib
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench import ha_scenario
 from bench.cluster import Cluster, running_cluster
-from bench.config import BenchConfig
+from bench.config import HA_TOPOLOGIES, REPLICATED, BenchConfig
 from bench.cpu_scenario import CPU_BOUND, speedups, task_entry, turns
 from bench.floor import FLOOR_UNITS, floor_session, measure_floor
 from bench.floor_blocking import BLOCKING_FLOOR_UNITS, blocking_floor_session
+from bench.ha_cluster import running_ha_cluster
 from bench.memory import MEMORY_UNITS, measure_memory
 from bench.procs import Supervisor
 from bench.report import fmt
 from bench.scenarios import SCENARIOS, Run, Scenario
 from bench.stats import summarize
 from bench.sync_scenario import SYNC
-from fastworker import FastWorkerError
+from fastworker import Client, FastWorkerError
 
 Collected = dict[str, list[float]]
 CLUSTER_SCENARIOS: dict[str, Scenario] = {**SCENARIOS, SYNC.name: SYNC}
@@ -36,6 +40,15 @@ CLUSTER_SCENARIOS: dict[str, Scenario] = {**SCENARIOS, SYNC.name: SYNC}
 
 class ScenarioTimeout(RuntimeError):
     pass
+
+
+def open_cluster(
+    supervisor: Supervisor, topology: str, concurrency: int | None
+) -> contextlib.AbstractAsyncContextManager[tuple[Cluster, Client]]:
+    """A ready cluster of any topology, and its client (``running_cluster``'s contract)."""
+    if topology == REPLICATED:
+        return running_ha_cluster(supervisor, concurrency)
+    return running_cluster(supervisor, topology, concurrency)
 
 
 async def within(awaitable: Awaitable[dict[str, float]], timeout: float) -> dict[str, float]:
@@ -64,6 +77,8 @@ class Runner:
                 await self._record(MEMORY_UNITS, "memory.{}", self._memory)
             elif name == CPU_BOUND.name:
                 await self._cpu_bound()
+            elif name == ha_scenario.NAME:
+                await self._ha()
             else:
                 scenario = CLUSTER_SCENARIOS[name]
                 for topology in scenario.topologies:
@@ -91,57 +106,86 @@ class Runner:
         scenario = CPU_BOUND
         self.results["cpu_bound.task_ms"] = entry = task_entry()
         self._say(f"cpu_bound: one task is {entry['rounds']:,} rounds, {fmt(entry['median'])} ms")
-        async with contextlib.AsyncExitStack() as stack:
-            runs = await self._start_all(scenario, stack)
-            collected = await self._take_turns(scenario, runs)
-        for topology in runs:
-            for metric, unit in scenario.units.items():
-                key = f"{scenario.name}.{metric}.{topology}"
-                self.results[key] = summarize(collected[topology][metric], unit)
+        await self._side_by_side((scenario,), scenario.topologies, scenario.worker_concurrency)
         self.results.update(speedups(self.results))
 
+    async def _ha(self) -> None:
+        """The durable control plane and the replicated one, side by side (``ha_scenario``)."""
+        await self._side_by_side(ha_scenario.WORKLOADS, HA_TOPOLOGIES, None)
+        self.results.update(ha_scenario.paired(self.results))
+
+    async def _side_by_side(
+        self, workloads: Sequence[Scenario], topologies: Sequence[str], concurrency: int | None
+    ) -> None:
+        """Every topology's cluster started first, then each repeat measures each workload
+        on every topology in turn; results under ``workload.metric.topology``."""
+        async with contextlib.AsyncExitStack() as stack:
+            runs = await self._start_all(workloads, topologies, concurrency, stack)
+            collected = await self._take_turns(workloads, runs)
+        for topology in runs:
+            for workload in workloads:
+                for metric, unit in workload.units.items():
+                    key = f"{workload.name}.{metric}"
+                    if key in collected[topology]:  # not every topology reports every metric
+                        values = collected[topology][key]
+                        self.results[f"{key}.{topology}"] = summarize(values, unit)
+
     async def _start_all(
-        self, scenario: Scenario, stack: contextlib.AsyncExitStack
-    ) -> dict[str, tuple[Cluster, Run]]:
-        """A ready cluster per topology (stopped when ``stack`` closes), and its ``Run``."""
-        runs: dict[str, tuple[Cluster, Run]] = {}
-        for topology in scenario.topologies:
+        self,
+        workloads: Sequence[Scenario],
+        topologies: Sequence[str],
+        concurrency: int | None,
+        stack: contextlib.AsyncExitStack,
+    ) -> dict[str, tuple[Cluster, Client]]:
+        """A ready cluster per topology (stopped when ``stack`` closes), and its client."""
+        runs: dict[str, tuple[Cluster, Client]] = {}
+        for topology in topologies:
             try:
-                cluster, client = await stack.enter_async_context(
-                    running_cluster(self.supervisor, topology, scenario.worker_concurrency)
+                runs[topology] = await stack.enter_async_context(
+                    open_cluster(self.supervisor, topology, concurrency)
                 )
             except Exception as exc:
-                self._fail(scenario.units, f"{scenario.name}.{{}}.{topology}", exc)
-                continue
-            timeout = self._timeout(scenario)
-            runs[topology] = (
-                cluster,
-                Run(client, cluster.discovery, self.config.sizes, topology, timeout),
-            )
+                for workload in workloads:
+                    self._fail(workload.units, f"{workload.name}.{{}}.{topology}", exc)
         return runs
 
     async def _take_turns(
-        self, scenario: Scenario, runs: dict[str, tuple[Cluster, Run]]
+        self, workloads: Sequence[Scenario], runs: dict[str, tuple[Cluster, Client]]
     ) -> dict[str, Collected]:
-        """Each repeat measures every topology in ``runs``, in ``turns`` order; one that
-        fails is recorded so and removed from ``runs``."""
+        """Each repeat measures each workload on every topology in ``runs``, in ``turns``
+        order; one that fails is recorded so (for every workload) and removed from
+        ``runs``."""
         collected: dict[str, Collected] = {topology: {} for topology in runs}
         repeats = self.config.repeats
         for i in range(repeats):
-            for topology in turns([t for t in scenario.topologies if t in runs], i):
-                cluster, run = runs[topology]
-                try:
-                    metrics = await within(scenario.measure(run), run.timeout)
-                except Exception as exc:
-                    key = f"{scenario.name}.{{}}.{topology}"
-                    self._fail(scenario.units, key, exc, cluster.dead_report())
-                    cluster.stop()  # its tasks left running would slow the others' turns
-                    del runs[topology]
-                    continue
-                self._progress(f"{scenario.name} {topology} {i + 1}/{repeats}", metrics)
-                for metric, value in metrics.items():
-                    collected[topology].setdefault(metric, []).append(value)
+            for workload in workloads:
+                for topology in turns([t for t in workload.topologies if t in runs], i):
+                    cluster, client = runs[topology]
+                    try:
+                        metrics = await self._measure(workload, cluster, client, topology)
+                    except Exception as exc:
+                        dead = cluster.dead_report()
+                        for failed in workloads:
+                            self._fail(failed.units, f"{failed.name}.{{}}.{topology}", exc, dead)
+                        cluster.stop()  # its tasks left running would slow the others' turns
+                        del runs[topology]
+                        continue
+                    self._progress(f"{workload.name} {topology} {i + 1}/{repeats}", metrics)
+                    for metric, value in metrics.items():
+                        key = f"{workload.name}.{metric}"
+                        collected[topology].setdefault(key, []).append(value)
         return collected
+
+    async def _measure(
+        self, workload: Scenario, cluster: Cluster, client: Client, topology: str
+    ) -> dict[str, float]:
+        """One repeat of ``workload``, between the cluster's checks that it may be measured
+        and that it ran as its topology says."""
+        timeout = self._timeout(workload)
+        run = Run(client, cluster.discovery, self.config.sizes, topology, timeout)
+        await cluster.settle()
+        metrics = await within(workload.measure(run), timeout)
+        return {**metrics, **await cluster.check_measured()}
 
     def _timeout(self, scenario: Scenario) -> float:
         return self.config.timeout_for(scenario.tasks(self.config.sizes))

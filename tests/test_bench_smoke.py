@@ -5,7 +5,10 @@ Only completeness is checked: timings never decide whether this test passes.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -84,3 +87,93 @@ def test_a_smoke_run_exits_0_and_writes_a_numeric_median_for_every_key(tmp_path:
     assert not_numeric == {}
     assert {"cores", "cpu_model", "python", "platform", "versions", "date"} <= set(doc["machine"])
     assert doc["config"]["repeats"] == 1
+
+
+HA_TOPOLOGIES = ("cp+1sw+journal", "cp-ha")
+HA_KEYS = (
+    *(
+        f"ha.{metric}.{topology}"
+        for metric in PER_TOPOLOGY
+        if metric.split(".")[0] in ("latency", "pipelined", "batch")
+        for topology in HA_TOPOLOGIES
+    ),
+    *(f"ha.{workload}.unreplicated_s.cp-ha" for workload in ("latency", "pipelined", "batch")),
+    "ha.pipelined.tasks_per_s.ratio",
+    "ha.batch.tasks_per_s.ratio",
+    "ha.latency.p50_ms.added",
+    "ha.latency.p99_ms.added",
+)
+
+
+def _etcd_runnable() -> bool:
+    """Installed, or CI (where a missing etcd must fail the test, not skip it)."""
+    installed = shutil.which("etcd") is not None or Path("/usr/bin/etcd").exists()
+    return installed or bool(os.environ.get("CI"))
+
+
+def _processes_under(directory: Path) -> list[str]:
+    """Processes whose command line names ``directory`` or that run inside it."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(proc / "cwd")
+        except OSError:
+            continue  # it ended meanwhile, or is not ours to read
+        if str(directory) in argv or cwd.startswith(str(directory)):
+            found.append(argv)
+    return found
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(90)
+@pytest.mark.skipif(not _etcd_runnable(), reason="etcd is not installed (scripts/bootstrap.sh)")
+def test_the_replicated_topology_runs_beside_the_durable_one_and_leaves_no_process(
+    tmp_path: Path,
+) -> None:
+    # Given a benchmark whose temporary directories (etcd's data, the replicas' state
+    # dirs, the logs) are all under tmp_path
+    out = tmp_path / "ha.json"
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    # When it runs the ha scenario in smoke mode
+    run = subprocess.run(
+        [sys.executable, "-m", "bench", "--only", "ha", "--smoke", "--out", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=75,
+        check=False,
+    )
+    # Then every figure of both topologies and every paired figure is there
+    assert run.returncode == 0, f"stdout:\n{run.stdout}\nstderr:\n{run.stderr}"
+    results = json.loads(out.read_text())["results"]
+    assert [k for k in HA_KEYS if not _is_number(results.get(k, {}).get("median"))] == []
+    assert [k for k in results if not k.startswith("ha.")] == []
+    # And etcd, both replicas and the subworker are gone
+    assert _processes_under(tmp_path) == []
+
+
+def _log_line(event: str, at: str) -> str:
+    return json.dumps({"event": event, "level": "info", "timestamp": f"2026-12-03T16:04:{at}Z"})
+
+
+def test_unreplicated_seconds_add_up_each_alone_window_and_an_unclosed_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given a leader's log that went alone twice, recovering only from the first
+    monkeypatch.syspath_prepend(str(ROOT))  # the benchmark is run from the root, not installed
+    from bench.ha_cluster import ALONE, REPLICATED, unreplicated_seconds
+
+    lines = [
+        _log_line("journal compacted", "00.000000"),
+        _log_line(ALONE[0], "01.000000"),
+        "not json",
+        _log_line(REPLICATED, "03.500000"),
+        _log_line(ALONE[0], "10.000000"),
+    ]
+    now = dt.datetime(2026, 12, 3, 16, 4, 11, tzinfo=dt.UTC)
+    # When the time spent alone is added up at `now`
+    # Then the closed window counts 2.5 s and the open one 1 s
+    assert unreplicated_seconds(lines, now) == pytest.approx(3.5)
+    assert unreplicated_seconds(lines[:1], now) == 0.0
