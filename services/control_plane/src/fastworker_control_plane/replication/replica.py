@@ -6,8 +6,11 @@ The mirror is an ordinary journal file: when this follower is promoted, ``close`
 and open the directory with ``Journal`` as any control plane does. Until then it holds
 the state dir's lock, so no control plane can start on it by mistake.
 
-``recovered`` is the mirror applied as it arrives (the entries of each frame written),
-the state a promotion would replay to: a follower is ready to lead, not just a copy.
+Every byte written was checked as it arrived (whole frames, each checksum bound to its
+offset), so the mirror always replays: ``recovered`` replays it on demand, the state a
+promotion starts from. Nothing is decoded on the way in: a follower's work per commit is
+a checksum, a write and an fdatasync, and installing a snapshot is a sync and a rename,
+so a follower sent a snapshot after a compaction is back in sync quickly.
 
 Ordering is what makes it crash-safe: an Ack is only returned after the bytes it
 covers are fdatasynced; a snapshot is synced before it replaces the journal, and the
@@ -28,7 +31,6 @@ from fastworker_control_plane.durability.entries import Recovered
 from fastworker_control_plane.durability.errors import JournalError
 from fastworker_control_plane.durability.journal import FILE_NAME, LOCK_NAME
 from fastworker_control_plane.durability.replay import replay
-from fastworker_control_plane.durability.schema import Entry
 from fastworker_control_plane.replication import messages as m
 from fastworker_control_plane.replication.follower import (
     Follower,
@@ -53,12 +55,10 @@ class Replica:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.path = directory / FILE_NAME
-        self.recovered = Recovered()
         self._lock_fd: int | None = None
         self._fd: int | None = None
         self._staged_fd: int | None = None
         self.size = 0
-        self._decoder = msgspec.msgpack.Decoder(list[Entry])
 
     def open(self) -> Follower:
         """Lock the directory and read where the mirror is (a torn tail is cut; a
@@ -71,9 +71,7 @@ class Replica:
         seen = self._seen()
         data = self.path.read_bytes() if self.path.exists() else b""
         try:
-            replayed = replay(self.path, data)
-            keep = replayed.good
-            self.recovered = replayed.recovered
+            keep = replay(self.path, data).good
         except JournalError:  # damage inside: not ours to salvage, the leader has it all
             keep, seen.log_id = 0, b""
         if keep == 0:
@@ -81,6 +79,11 @@ class Replica:
         self._fd, self.size = files.append_after(self.path, keep, frames.MAGIC)
         files.remove(self.directory / STAGED_NAME)
         return Follower(epoch=seen.epoch, log_id=seen.log_id, durable=self.size)
+
+    @property
+    def recovered(self) -> Recovered:
+        """The state the mirror replays to (read from disk: call it rarely)."""
+        return replay(self.path, self.path.read_bytes()).recovered
 
     def carry_out(self, instructions: Sequence[Instruction]) -> m.Ack | m.Refused | None:
         """Do each instruction in order; returns the reply to send once all are done.
@@ -125,9 +128,6 @@ class Replica:
         files.write_all(self._fd, data)
         os.fdatasync(self._fd)
         self.size += len(data)
-        for found in frames.span(data, offset) or ():
-            for entry in self._decoder.decode(found.payload):
-                self.recovered.apply(entry)
 
     def _stage(self, offset: int, data: bytes) -> None:
         if offset == 0:
@@ -143,14 +143,11 @@ class Replica:
         os.fsync(self._staged_fd)
         os.close(self._staged_fd)
         self._staged_fd = None
-        staged = self.directory / STAGED_NAME
-        replayed = replay(staged, staged.read_bytes())  # every frame checked once more, whole
-        os.replace(staged, self.path)
+        os.replace(self.directory / STAGED_NAME, self.path)
         files.sync_directory(self.directory)
         if self._fd is not None:
             os.close(self._fd)
         self._fd, self.size = files.append_after(self.path, size, frames.MAGIC)
-        self.recovered = replayed.recovered
 
 
 def remember_epoch(directory: Path, epoch: int) -> None:
