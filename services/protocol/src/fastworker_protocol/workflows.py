@@ -1,0 +1,124 @@
+# msgspec inherits frozen=True from Record; mypy's dataclass model does not know that:
+# mypy: disable-error-code="misc"
+"""Workflows on the wire (issue 21): a graph of task steps the control plane runs.
+
+**Draft: no control plane serves these messages yet**, and PROTOCOL.md does not list
+them; they fix the contract the SDK's canvas (``chain``, ``group``, ``chord``,
+``Workflow``) and the control plane's workflow engine are built against.
+
+A workflow is a list of steps. A step is a task (``TaskSpec``) plus the indices of the
+steps it runs ``after`` (its parents) and what it is ``fed`` from them:
+
+- ``none``: nothing (a DAG step that only waits for its parents);
+- ``one``: its only parent's result, as its first positional argument (a chain);
+- ``all``: the list of its parents' results, in ``after`` order, as its first positional
+  argument (a chord's callback).
+
+Step ``i``'s task id is ``"<workflow_id>.<i>"`` (deterministic: resubmitting a workflow
+with the same id is idempotent, and a restarted control plane finds its steps). A step is
+released (queued) once every parent has succeeded. A step that fails for good fails the
+workflow: with ``on_failure="cancel"`` every step not started is cancelled; with
+``"continue"`` only the failed step's descendants are, and independent branches finish.
+``link`` tasks are queued once when the workflow succeeds (each fed the list of the
+results of the steps no other step runs after, in index order), ``link_error`` tasks once
+when it fails (each fed the workflow id). Both are at least once.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+import msgspec
+
+from fastworker_protocol.messages import Message, Record, TaskSpec
+from fastworker_protocol.priority import Priority
+from fastworker_protocol.states import TaskState
+
+MAX_STEPS = 10_000  # steps per workflow (a chord of 10,000 is one callback more)
+MAX_PARENTS = 10_000  # parents of one step (a chord callback's fan-in)
+
+
+class Feed(StrEnum):
+    NONE = "none"
+    ONE = "one"
+    ALL = "all"
+
+
+class OnFailure(StrEnum):
+    CANCEL = "cancel"
+    CONTINUE = "continue"
+
+
+class WorkflowState(StrEnum):
+    RUNNING = "running"
+    SUCCESS = "success"
+    FAILURE = "failure"
+    CANCELLED = "cancelled"
+
+
+class StepState(StrEnum):
+    """A step's state: ``waiting`` for its parents, else its task's state; ``skipped``
+    when it will never run (an ancestor failed, or the workflow was cancelled first)."""
+
+    WAITING = "waiting"
+    SKIPPED = "skipped"
+
+
+class WorkflowStep(Record):
+    """One step: ``task`` (its ``id`` is left empty: the control plane names it) run at
+    ``priority`` once every step in ``after`` has succeeded, fed as ``feed`` says."""
+
+    task: TaskSpec
+    after: list[int] = msgspec.field(default_factory=list)
+    feed: Feed = Feed.NONE
+    priority: Priority = Priority.NORMAL
+
+
+class SubmitWorkflow(Message, tag="submit_workflow"):
+    """Accept a whole workflow, or nothing of it. An empty ``workflow_id`` asks the control
+    plane for one; a known one returns that workflow (nothing new is queued)."""
+
+    steps: list[WorkflowStep]
+    workflow_id: str = ""
+    on_failure: OnFailure = OnFailure.CANCEL
+    link: list[TaskSpec] = msgspec.field(default_factory=list)
+    link_error: list[TaskSpec] = msgspec.field(default_factory=list)
+
+
+class WorkflowAccepted(Message, tag="workflow_accepted"):
+    workflow_id: str
+    task_ids: list[str]  # step i's task id at index i
+
+
+class GetWorkflow(Message, tag="get_workflow"):
+    """A workflow's state; with ``wait``, held until it is final or ``wait`` seconds."""
+
+    workflow_id: str
+    wait: float | None = None
+
+
+class StepInfo(Record):
+    task_id: str
+    name: str
+    state: TaskState | StepState
+    after: list[int] = msgspec.field(default_factory=list)
+
+
+class WorkflowInfo(Message, tag="workflow_info"):
+    workflow_id: str
+    state: WorkflowState
+    steps: list[StepInfo]
+    on_failure: OnFailure = OnFailure.CANCEL
+    submitted_at: float | None = None
+    finished_at: float | None = None
+
+
+class CancelWorkflow(Message, tag="cancel_workflow"):
+    workflow_id: str
+
+
+class WorkflowCancelled(Message, tag="workflow_cancelled"):
+    """``cancelled``: this request ended it (false when it was already final)."""
+
+    workflow_id: str
+    cancelled: bool
