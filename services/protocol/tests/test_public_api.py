@@ -54,7 +54,7 @@ OPS = {
 ERROR_CODES = {
     "malformed", "oversize", "invalid_message", "unknown_op", "wrong_port",
     "unsupported_version", "unknown_task", "invalid_arguments", "task_not_found",
-    "unknown_worker", "shutting_down", "queue_full", "unauthorized", "internal",
+    "unknown_worker", "shutting_down", "queue_full", "unauthorized", "unavailable", "internal",
 }  # fmt: skip
 
 FAILURE_REASONS = {
