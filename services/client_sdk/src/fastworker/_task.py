@@ -10,7 +10,7 @@ import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from fastworker_protocol import (
     DEFAULT_QUEUE,
@@ -20,6 +20,9 @@ from fastworker_protocol import (
     check_queue,
     check_rate,
 )
+
+if TYPE_CHECKING:
+    from fastworker.canvas import Signature
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -103,6 +106,23 @@ class Task(Generic[P, R]):
         from fastworker.integration.django import delay_on_commit
 
         delay_on_commit(self, args, kwargs)
+
+    def s(self, *args: Any, **kwargs: Any) -> Signature:
+        """A signature for a workflow (``fastworker.canvas``) that is fed the result of
+        what runs before it as its first argument: ``args`` are the ones after that one.
+        Untyped, since which argument is fed depends on where it is placed (a chain's first
+        step is fed nothing); the arguments are checked against the parameters when the
+        workflow is compiled. Options: ``.set(priority=..., queue=...)``."""
+        from fastworker.canvas import Signature
+
+        return Signature(self, args, kwargs)
+
+    def si(self, *args: P.args, **kwargs: P.kwargs) -> Signature:
+        """An immutable signature: it runs with exactly these arguments, typed like the
+        task's, and is fed nothing (it only waits for what runs before it)."""
+        from fastworker.canvas import Signature
+
+        return Signature(self, args, kwargs, immutable=True)
 
     def signature(self) -> TaskSignature:
         """The wire form of the parameters, so the control plane can check arguments."""
