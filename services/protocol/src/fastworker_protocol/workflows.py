@@ -34,8 +34,8 @@ from fastworker_protocol.messages import Message, Record, TaskSpec
 from fastworker_protocol.priority import Priority
 from fastworker_protocol.states import TaskState
 
-MAX_STEPS = 10_000  # steps per workflow (a chord of 10,000 is one callback more)
-MAX_PARENTS = 10_000  # parents of one step (a chord callback's fan-in)
+MAX_STEPS = 50_000  # steps per workflow (a chord of 10,000 is 10,001; 50,000 fits 16 MiB)
+MAX_PARENTS = 50_000  # parents of one step (a chord callback's fan-in)
 
 
 class Feed(StrEnum):
