@@ -233,3 +233,27 @@ def test_a_lease_with_an_empty_spec_reads_as_released() -> None:
     record = lease_from_json({"metadata": {"resourceVersion": "3"}, "spec": {}})
     assert record.holder == ""
     assert record.term() is None
+
+
+def test_the_labels_a_lease_was_read_with_are_written_back_on_renewal_and_release() -> None:
+    # Given a Lease made by a Helm chart, with its labels, expired and free to take
+    chart = {
+        "metadata": {
+            "resourceVersion": "7",
+            "labels": {"app.kubernetes.io/instance": "fw", "helm.sh/chart": "fastworker-1"},
+        },
+        "spec": {},
+    }
+    read = lease_from_json(chart)
+    me = LeaseCandidate("me", TIMING, ("me:5555",))
+    # When it is acquired, renewed and released
+    taken = me.decide(read, 0.0, WALL)
+    assert isinstance(taken, Update)
+    written = lease_to_json(taken.record, "prod", "fw")
+    assert written["metadata"]["labels"] == chart["metadata"]["labels"]
+    assert me.written(stored(taken.record, "8"), 0.0) is not None
+    released = me.released(WALL, stored(taken.record, "9"))
+    # Then the chart's labels stay on the object every time
+    assert released is not None
+    rewritten = lease_to_json(released, "prod", "fw")
+    assert rewritten["metadata"]["labels"] == chart["metadata"]["labels"]

@@ -92,6 +92,8 @@ def lease_to_json(record: LeaseRecord, namespace: str, name: str) -> dict[str, A
         "namespace": namespace,
         "annotations": {ADDRESSES_ANNOTATION: ",".join(record.addresses)},
     }
+    if record.labels:
+        metadata["labels"] = dict(record.labels)
     if record.resource_version:
         metadata["resourceVersion"] = record.resource_version
     spec: dict[str, Any] = {
@@ -124,4 +126,5 @@ def lease_from_json(obj: dict[str, Any]) -> LeaseRecord:
         lease_transitions=int(spec.get("leaseTransitions") or 0),
         resource_version=str(metadata.get("resourceVersion") or ""),
         addresses=addresses,
+        labels=tuple(sorted((str(k), str(v)) for k, v in (metadata.get("labels") or {}).items())),
     )

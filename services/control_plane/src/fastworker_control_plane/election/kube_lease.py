@@ -49,6 +49,8 @@ class LeaseRecord:
     resource_version: str = ""
     # Not part of the Lease spec: the candidate's addresses, kept in an annotation.
     addresses: tuple[str, ...] = ()
+    # The object's labels, written back unchanged (a Helm chart finds its objects by them).
+    labels: tuple[tuple[str, str], ...] = ()
 
     def term(self) -> Term | None:
         if not self.holder:
@@ -173,6 +175,7 @@ class LeaseCandidate:
             renew_time=wall,
             lease_transitions=read.lease_transitions,
             resource_version=read.resource_version,
+            labels=read.labels,
         )
 
     def _lose(self, reason: str, read: LeaseRecord | None, now: float, wall: datetime) -> Lost:
@@ -194,6 +197,7 @@ class LeaseCandidate:
         read: LeaseRecord | str,
     ) -> LeaseRecord:
         version = read if isinstance(read, str) else read.resource_version
+        labels = () if isinstance(read, str) else read.labels
         return LeaseRecord(
             holder=self.identity,
             lease_duration_seconds=self.lease_seconds,
@@ -202,6 +206,7 @@ class LeaseCandidate:
             lease_transitions=transitions,
             resource_version=version,
             addresses=self.addresses,
+            labels=labels,
         )
 
 
