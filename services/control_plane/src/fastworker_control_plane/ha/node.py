@@ -85,6 +85,7 @@ class ReplicatedControlPlane:
         )
         self._elector = elector
         watching = asyncio.get_running_loop().create_task(self._watch(elector))
+        watching.add_done_callback(_report_death)
         try:
             while not self._stop.is_set():
                 term = await self._follow(elector)
@@ -255,6 +256,13 @@ class ReplicatedControlPlane:
 
     def _replication_address(self) -> str:
         return self.config.advertise(self.config.replication_port_number)
+
+
+def _report_death(task: asyncio.Task[None]) -> None:
+    """The election watcher must run until ``run`` ends it; if it dies, say so (the
+    replica goes on: its loop checks the elector itself every ``POLL``)."""
+    if not task.cancelled() and (error := task.exception()) is not None:
+        log.error("the election watcher died", error=repr(error))
 
 
 def replicated_or_alone(
