@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_workflows import NOW, step
+from workflow_kit import NOW, step
 
 from fastworker_control_plane.core.board_types import BoardConfig
 from fastworker_control_plane.core.catalog import Catalog
