@@ -269,3 +269,24 @@ async def test_a_journal_replayed_mid_chord_releases_the_callback_exactly_once(
     assert state(third, "j").state == WorkflowState.SUCCESS
     assert len(third.board) == 0
     await journal.close()
+
+
+async def test_a_compacted_journal_keeps_running_workflows_and_their_kept_results(
+    tmp_path: Path,
+) -> None:
+    # Given a chord half done on a durable engine, and the journal compacted to a snapshot
+    first, journal = await durable_engine(tmp_path)
+    worker = Worker(first, concurrency=5)
+    first.workflows.submit(SubmitWorkflow(workflow_id="s", steps=chord(20)))
+    await worker.drain(until=lambda: len(worker.results) >= 10)
+    await first.durable()
+    journal.rewrite([*snapshot(first.board, NOW), *first.workflows.book.snapshot()])
+    await journal.close()
+    # When a new engine starts from it and runs the rest
+    second, journal = await durable_engine(tmp_path)
+    again = Worker(second)
+    await again.drain()
+    # Then the callback runs once with every result, those from before the snapshot too
+    assert again.results["s.20"] == list(range(20))
+    assert again.runs["s.20"] + worker.runs["s.20"] == 1
+    await journal.close()
