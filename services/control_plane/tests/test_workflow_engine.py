@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from fastworker_control_plane.core.board import TaskBoard
+from fastworker_control_plane.core.board import BoardConfig, TaskBoard
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.durability.entries import snapshot
 from fastworker_control_plane.durability.journal import Journal
@@ -290,3 +290,31 @@ async def test_a_compacted_journal_keeps_running_workflows_and_their_kept_result
     assert again.results["s.20"] == list(range(20))
     assert again.runs["s.20"] + worker.runs["s.20"] == 1
     await journal.close()
+
+
+async def test_link_runs_on_success_fed_the_final_results_and_link_error_on_failure() -> None:
+    cp = engine()
+    worker = Worker(cp)
+    collect = TaskSpec(name="collect")
+    cp.workflows.submit(
+        SubmitWorkflow(
+            workflow_id="ok", steps=[step("add", 1, 1), step("add", 2, 2)], link=[collect]
+        )
+    )
+    cp.workflows.submit(
+        SubmitWorkflow(workflow_id="ko", steps=[step("boom")], link_error=[collect])
+    )
+    await worker.drain()
+    assert worker.results["ok.link-0"] == [2, 4]
+    assert worker.results["ko.link_error-0"] == "ko"
+    assert cp.workflows.outcomes == {"success": 1, "failure": 1}
+
+
+async def test_released_steps_are_not_bounded_by_max_queued() -> None:
+    # Given a board that takes 5 live tasks per priority
+    cp = Engine(TaskBoard(BoardConfig(max_queued=5)), heartbeat_timeout=60, clock=lambda: NOW)
+    worker = Worker(cp)
+    # When a chord of 20 is accepted, then all of it runs
+    cp.workflows.submit(SubmitWorkflow(workflow_id="big", steps=chord(20)))
+    await worker.drain()
+    assert worker.results["big.20"] == list(range(20))
