@@ -318,3 +318,51 @@ async def test_released_steps_are_not_bounded_by_max_queued() -> None:
     cp.workflows.submit(SubmitWorkflow(workflow_id="big", steps=chord(20)))
     await worker.drain()
     assert worker.results["big.20"] == list(range(20))
+
+
+async def test_a_step_silent_past_its_time_limit_fails_its_workflow() -> None:
+    # Given a step with a time limit that its subworker never reports
+    now = [NOW]
+    cp = Engine(TaskBoard(), heartbeat_timeout=60, clock=lambda: now[0])
+    worker = Worker(cp)
+    hang = WorkflowStep(task=TaskSpec(name="hang", timeout=1.0))
+    cp.workflows.submit(SubmitWorkflow(workflow_id="t", steps=[hang, step("add", 1, 1, after=[0])]))
+    await worker.drain()
+    # When upkeep finds it overdue
+    now[0] += 3600
+    cp.maintain()
+    # Then the workflow failed and its second step never ran
+    info = state(cp, "t")
+    assert info.state == WorkflowState.FAILURE
+    assert [s.state for s in info.steps] == ["failure", "skipped"]
+
+
+async def test_a_fed_result_too_large_to_dispatch_fails_the_step_it_feeds() -> None:
+    # Given a board whose messages are 64 KiB
+    board = TaskBoard(BoardConfig(max_message_size=64 * 1024))
+    cp = Engine(board, heartbeat_timeout=60, clock=lambda: NOW)
+    worker = Worker(cp)
+    half = "x" * 25_000
+    steps = [step("add", half, half), step("add", half, after=[0], feed=Feed.ONE)]
+    # When the first step's result (50 kB) is fed to the second (75 kB in all, over the limit)
+    cp.workflows.submit(SubmitWorkflow(workflow_id="big", steps=steps))
+    await worker.drain()
+    # Then that step fails without running, and so does the workflow
+    info = state(cp, "big")
+    assert [s.state for s in info.steps] == ["success", "failure"]
+    assert info.state == WorkflowState.FAILURE
+    assert worker.runs["big.1"] == 0
+
+
+async def test_a_held_get_workflow_is_refused_when_the_control_plane_stops() -> None:
+    cp = engine()
+    Worker(cp)
+    cp.workflows.submit(SubmitWorkflow(workflow_id="s", steps=[step("hang")]))
+    held = asyncio.create_task(
+        ResultsHandler(cp, max_wait=30)(GetWorkflow(workflow_id="s", wait=30), -1)
+    )
+    await asyncio.sleep(0)
+    cp.close()
+    with pytest.raises(Rejected) as refused:
+        await held
+    assert refused.value.code == ErrorCode.SHUTTING_DOWN

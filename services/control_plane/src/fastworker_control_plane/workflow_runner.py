@@ -92,7 +92,13 @@ class WorkflowRunner:
                 waiting.remove(ended)
                 if not waiting:
                     del self._waiting[workflow_id]
-        return self.info(workflow_id)
+        info = self.info(workflow_id)
+        if info.state == "running" and not self._engine.accepting:
+            raise Rejected(
+                ErrorCode.SHUTTING_DOWN,
+                "the control plane is shutting down before the workflow ended",
+            )
+        return info
 
     def cancel(self, workflow_id: str) -> WorkflowCancelled:
         self._engine.check_writable()
