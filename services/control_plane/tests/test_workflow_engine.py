@@ -11,6 +11,9 @@ from typing import Any
 
 import pytest
 
+from fastworker import TaskRegistry
+from fastworker_control_plane.app import ControlPlane
+from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_control_plane.core.board import BoardConfig, TaskBoard
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.durability.entries import snapshot
@@ -366,3 +369,25 @@ async def test_a_held_get_workflow_is_refused_when_the_control_plane_stops() -> 
     with pytest.raises(Rejected) as refused:
         await held
     assert refused.value.code == ErrorCode.SHUTTING_DOWN
+
+
+async def test_the_control_plane_restores_workflows_from_its_state_dir(tmp_path: Path) -> None:
+    # Given a journal left half way through a chord
+    first, journal = await durable_engine(tmp_path)
+    worker = Worker(first, concurrency=4)
+    first.workflows.submit(SubmitWorkflow(workflow_id="cp", steps=chord(12)))
+    await worker.drain(until=lambda: len(worker.results) >= 6)
+    await first.durable()
+    await journal.close()
+    # When a control plane starts on that state dir (its recovery alone: no sockets)
+    config = ControlPlaneConfig(state_dir=str(tmp_path), http_port=0, local_concurrency=0)
+    plane = ControlPlane(config, TaskRegistry(), clock=lambda: NOW)
+    try:
+        plane._recover()
+        again = Worker(plane.engine)
+        await again.drain()
+        # Then the workflow finishes, its callback run once with every result
+        assert again.results["cp.12"] == list(range(12))
+        assert state(plane.engine, "cp").state == WorkflowState.SUCCESS
+    finally:
+        await plane.close()
