@@ -22,6 +22,7 @@ from fastworker import (
     ControlPlaneUnavailable,
     RequestRejected,
     SyncClient,
+    TaskNotFound,
     TaskStatus,
     Timeout,
     Workflow,
@@ -232,6 +233,13 @@ async def test_link_error_runs_on_failure_and_link_on_success(
     # Then link_error got the failed workflow's id, and link the other's last results
     assert [json.loads(line) for line in errors.read_text().splitlines()] == [failing]
     assert [json.loads(line) for line in successes.read_text().splitlines()] == [[2, 4]]
+
+
+async def test_an_unknown_workflow_is_not_found(client: Client) -> None:
+    with pytest.raises(TaskNotFound):
+        await client.get_workflow("no-such-workflow")
+    with pytest.raises(TaskNotFound):
+        await client.wait_workflow("no-such-workflow", timeout=1)
 
 
 async def test_a_cycle_is_refused_before_anything_runs(client: Client) -> None:
