@@ -39,10 +39,27 @@ def test_retries_in_the_cluster(fastworker_client, fastworker_cluster):
 
 def test_a_client_alone_runs_eagerly(fastworker_client):
     assert fastworker_client.wait(fastworker_client.delay(double, 5)) == 10
+
+@task
+def total(values: list) -> int:
+    return sum(values)
+
+def test_the_cluster_runs_workflows(fastworker_cluster, fastworker_client):
+    item = fastworker.chord([double.s(i) for i in range(5)], total.s())
+    workflow_id = fastworker_client.submit_workflow(item)
+    fastworker_cluster.drain()
+    info = fastworker_client.wait_workflow(workflow_id)
+    assert info.state == "success"
+    assert fastworker_client.wait(info.steps[-1].task_id) == 20
+
+def test_eager_refuses_workflows(fastworker_eager):
+    import pytest
+    with pytest.raises(fastworker.RequestRejected, match="fastworker_cluster"):
+        (double.s(1) | double.s()).delay()
 """
 
 
 def test_the_fixtures_work_in_a_users_test_file(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_user=USER_TESTS)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
-    result.assert_outcomes(passed=4)
+    result.assert_outcomes(passed=6)

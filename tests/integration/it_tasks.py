@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import time
@@ -142,3 +143,32 @@ def attempts_seen(path: str, succeed_on: int) -> str:
     if context.attempt < succeed_on:
         raise RuntimeError(f"attempt {context.attempt} fails")
     return context.id
+
+
+@task
+def tsum(values: list[float]) -> float:
+    """Sums a list (a chord callback, or a DAG step fed all its parents)."""
+    return sum(values)
+
+
+@task
+def tally(values: list[object], path: str) -> int:
+    """A chord callback that counts its runs in ``path`` and keeps the last list it got
+    (JSON) beside it, in ``path + ".values"``."""
+    _bump(path)
+    Path(path + ".values").write_text(json.dumps(values))
+    return len(values)
+
+
+@task
+def note(value: object, path: str) -> None:
+    """Appends what it was fed (a workflow id, a list of results) to ``path`` as JSON."""
+    with Path(path).open("a") as out:
+        out.write(json.dumps(value) + "\n")
+
+
+@task
+async def ident(index: int, seconds: float) -> int:
+    """Returns ``index`` after ``seconds`` (a step that takes a little time)."""
+    await asyncio.sleep(seconds)
+    return index

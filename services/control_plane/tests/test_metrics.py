@@ -213,7 +213,7 @@ def test_label_sets_are_bounded_names_never_task_ids(engine: Engine) -> None:
 
     families = scrape_engine(engine)
 
-    allowed = {"task_name", "priority", "queue", "state", "version", "le"}
+    allowed = {"task_name", "priority", "queue", "state", "version", "le", "outcome"}
     label_names = {k for f in families.values() for s in f.samples for k in s.labels}
     assert label_names <= allowed
     label_values = {v for f in families.values() for s in f.samples for v in s.labels.values()}

@@ -6,16 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_workflows import NOW, step
+from workflow_kit import NOW, step
 
 from fastworker_control_plane.core.board_types import BoardConfig
 from fastworker_control_plane.core.catalog import Catalog
 from fastworker_control_plane.core.limits import Limits
 from fastworker_control_plane.core.rejected import Rejected
-from fastworker_control_plane.core.workflow_check import MAX_EDGES, MAX_LINKS, find_cycle
+from fastworker_control_plane.core.workflow_check import find_cycle
 from fastworker_control_plane.core.workflows import WorkflowBook, check
 from fastworker_protocol import ErrorCode, Param, TaskSignature, TaskSpec
 from fastworker_protocol.workflows import (
+    MAX_EDGES,
+    MAX_LINKS,
     MAX_PARENTS,
     MAX_STEPS,
     Feed,

@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from test_workflows import NOW, Run, chord, step
+from workflow_kit import NOW, Run, chord, step
 
 from fastworker_control_plane.core.workflow_records import (
     StepOutcome,

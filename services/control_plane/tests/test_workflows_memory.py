@@ -4,7 +4,7 @@ workflows evicted by count, age and bytes, running ones bounded by refusing new 
 from __future__ import annotations
 
 import pytest
-from test_workflows import NOW, Run, chain, chord, step
+from workflow_kit import NOW, Run, chain, chord, step
 
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.core.workflow_records import WorkflowProgress

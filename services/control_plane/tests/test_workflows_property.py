@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_workflows import NOW, step
 from test_workflows_durability import Crashable, image, through_msgpack
+from workflow_kit import NOW, step
 
 from fastworker_control_plane.core.workflow_records import parse_step
 from fastworker_control_plane.core.workflows import Actions, WorkflowBook

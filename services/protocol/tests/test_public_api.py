@@ -36,6 +36,10 @@ EXPECTED_PUBLIC_NAMES = {
     "DEFAULT_QUEUE", "Rate", "check_queue", "check_rate", "parse_queues", "LimitInfo",
     "LimitList", "ListLimits", "ListQueues", "QueueAction", "QueueActed", "QueueInfo",
     "QueueList", "SetLimit",
+    # workflows (issue 21)
+    "MAX_EDGES", "MAX_LINKS", "MAX_PARENTS", "MAX_STEPS", "CancelWorkflow", "Feed",
+    "GetWorkflow", "OnFailure", "StepInfo", "StepState", "SubmitWorkflow", "WorkflowAccepted",
+    "WorkflowCancelled", "WorkflowInfo", "WorkflowState", "WorkflowStep",
 }  # fmt: skip
 
 OPS = {
@@ -48,7 +52,10 @@ OPS = {
     fp.Probe: "probe", fp.ListSchedules: "list_schedules", fp.ScheduleList: "schedules",
     fp.ListQueues: "list_queues", fp.QueueList: "queues", fp.QueueAction: "queue_action",
     fp.QueueActed: "queue_acted", fp.ListLimits: "list_limits", fp.SetLimit: "set_limit",
-    fp.LimitList: "limits",
+    fp.LimitList: "limits", fp.SubmitWorkflow: "submit_workflow",
+    fp.WorkflowAccepted: "workflow_accepted", fp.GetWorkflow: "get_workflow",
+    fp.WorkflowInfo: "workflow_info", fp.CancelWorkflow: "cancel_workflow",
+    fp.WorkflowCancelled: "workflow_cancelled",
 }  # fmt: skip
 
 ERROR_CODES = {

@@ -13,6 +13,7 @@ async with Client() as client:
 from fastworker._context import TaskContext, current_task
 from fastworker._default import configure, default_client
 from fastworker._task import Task, TaskRegistry, default_registry, task
+from fastworker.canvas import Signature, Workflow, chain, chord, group, sig
 from fastworker.client import BatchItem, Client, TaskPage, unwrap
 from fastworker.errors import (
     ControlPlaneUnavailable,
@@ -47,6 +48,7 @@ __all__ = [
     "Priority",
     "QueueFull",
     "RequestRejected",
+    "Signature",
     "SoftTimeLimitExceeded",
     "SyncClient",
     "TLSError",
@@ -63,11 +65,16 @@ __all__ = [
     "Timeout",
     "Unauthorized",
     "UnknownTask",
+    "Workflow",
     "__version__",
+    "chain",
+    "chord",
     "configure",
     "current_task",
     "default_client",
     "default_registry",
+    "group",
+    "sig",
     "task",
     "unwrap",
 ]

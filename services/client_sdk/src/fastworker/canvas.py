@@ -80,8 +80,29 @@ class Canvas(ABC):
         errors = [builder.callback(s, "link_error") for s in _signatures(link_error)]
         return builder.message(workflow_id, on_failure, links, errors)
 
+    def delay(self, **options: Unpack[WorkflowOptions]) -> str:
+        """Submit this item as a workflow with the default client
+        (:func:`fastworker.default_client`); its workflow id. ``options`` are
+        ``submit_workflow``'s: ``workflow_id``, ``on_failure``, ``link``, ``link_error``."""
+        from fastworker._default import default_client  # the client imports this module
+
+        return default_client().submit_workflow(self, **options)
+
+    def apply_async(self, **options: Unpack[WorkflowOptions]) -> str:
+        """The same as :meth:`delay`."""
+        return self.delay(**options)
+
     def __or__(self, other: Canvas) -> Chain:
         return chain(self, other)
+
+
+class WorkflowOptions(TypedDict, total=False):
+    """``submit_workflow``'s options, as ``delay`` takes them."""
+
+    workflow_id: str | None
+    on_failure: OnFailure | str
+    link: Signature | Sequence[Signature] | None
+    link_error: Signature | Sequence[Signature] | None
 
 
 class Options(TypedDict, total=False):
@@ -181,6 +202,24 @@ class Signature(Canvas):
         merged = self.options()
         merged.update(options)
         return Signature(self.task, self.args, self.kwargs, **merged)
+
+    def delay(self, **options: Unpack[WorkflowOptions]) -> str:
+        """Queue this one task with the default client (``apply_async`` with its
+        arguments and options) and return its task id; with ``submit_workflow``'s
+        options (``link``...), submit it as a one-step workflow and return that id."""
+        if options:
+            return super().delay(**options)
+        from fastworker._default import default_client  # the client imports this module
+
+        return default_client().apply_async(
+            self.task,
+            self.args,
+            self.kwargs,
+            priority=self.priority,
+            queue=self.queue,
+            max_retries=self.max_retries,
+            time_limit=self.time_limit,
+        )
 
     def _place(self, builder: Builder, before: Out | None) -> Out:
         return builder.step(self, before)

@@ -43,6 +43,7 @@ from fastworker._discovery import DiscoveryPeer, LeaderSearch
 from fastworker._leader import Attempts, back_when, follows, rewait
 from fastworker._task import Task
 from fastworker._transport import RequestChannel
+from fastworker._workflows import AsyncWorkflows
 from fastworker.errors import ControlPlaneUnavailable, FastWorkerError, Timeout, unsendable
 from fastworker.tls import TLS
 from fastworker.tracing import send_spans
@@ -90,7 +91,7 @@ RESULTS: local.Lane = None  # the results channel's lane (the others are priorit
 log = logging.getLogger("fastworker.client")
 
 
-class Client:
+class Client(AsyncWorkflows):
     """Async FastWorker client.
 
     ``timeout`` is one deadline for each call, retries included (and the default wait of
@@ -100,6 +101,8 @@ class Client:
     and the control plane accepts each id once. ``connect_timeout`` (default 3 s) is how
     long finding and connecting to the control plane may take: with nothing there, ``start``
     and every call raise ``ControlPlaneUnavailable`` that soon, naming the address tried.
+
+    Workflows (``submit_workflow``, ``wait_workflow``...) come from ``AsyncWorkflows``.
 
     Replicated control planes (one leader, followers) are followed: give every replica's
     discovery address, comma-separated, and a call that loses the leader (no connection, no

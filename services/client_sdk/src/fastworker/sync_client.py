@@ -46,6 +46,7 @@ from fastworker._calls import (
 )
 from fastworker._leader import SETTLE, Attempts, back_when, follows, rewait
 from fastworker._task import Task
+from fastworker._workflows import SyncWorkflows
 from fastworker.client import RESULTS, Client
 from fastworker.errors import ControlPlaneUnavailable, FastWorkerError, Timeout, unsendable
 from fastworker.tracing import send_spans
@@ -89,7 +90,7 @@ P = ParamSpec("P")
 log = logging.getLogger("fastworker.client")
 
 
-class SyncClient:
+class SyncClient(SyncWorkflows):
     """Blocking FastWorker client; same arguments and methods as :class:`Client` (a
     replicated control plane's leader is followed alike), and safe to share between
     threads."""

@@ -17,6 +17,7 @@ from fastworker import TaskRegistry, __version__, default_registry
 from fastworker.tracing import active_tracer
 from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_control_plane.core.board import BoardConfig, TaskBoard
+from fastworker_control_plane.core.workflows import WorkflowBook
 from fastworker_control_plane.dashboard import replicas
 from fastworker_control_plane.dashboard.routes import DashboardRoutes
 from fastworker_control_plane.dashboard.views import Identity
@@ -72,7 +73,14 @@ class ControlPlane:
                 max_message_size=self.config.max_message_size,
             )
         )
-        self.engine = Engine(board, heartbeat_timeout=self.config.heartbeat_timeout, clock=clock)
+        book = WorkflowBook(
+            ttl=max(self.config.workflow_ttl, self.config.result_ttl),
+            max_finished=self.config.workflow_max_finished,
+            max_live_bytes=self.config.workflow_max_live_bytes,
+        )
+        self.engine = Engine(
+            board, heartbeat_timeout=self.config.heartbeat_timeout, clock=clock, workflows=book
+        )
         self._servers: list[ReplyServer] = []
         self._announcer: DiscoveryAnnouncer | None = None
         self._local: Subworker | None = None
@@ -167,14 +175,19 @@ class ControlPlane:
         replayed = journal.load(salvage=self.config.salvage_journal)
         board = self.engine.board
         redelivered = replayed.recovered.restore(board, self.engine.clock())
+        book = self.engine.workflows.book
+        outstanding = book.restore(replayed.recovered.workflows, self.engine.clock())
         try:
-            writer = journal.start(lambda: snapshot(board, self.engine.clock()))
+            writer = journal.start(
+                lambda: [*snapshot(board, self.engine.clock()), *book.snapshot()]
+            )
         except OSError as exc:
             raise JournalError(f"cannot write the journal in {journal.directory}: {exc}") from exc
         self._supervisor.watch("the journal writer", writer, journal.fail)
         self.engine.keep_journal(journal)
         if self.leadership is not None:
             self._replicate(journal, self.leadership)
+        self.engine.workflows.carry_out(outstanding)  # journaled from here on
         log.info(
             "journal replayed",
             state_dir=self.config.state_dir,
@@ -182,6 +195,7 @@ class ControlPlane:
             results=len(board.results),
             redelivered=redelivered,
             schedules=len(replayed.recovered.periodics),
+            workflows=len(book),
             torn_bytes=replayed.torn,
             skipped_bytes=sum(gap.size for gap in replayed.skipped),
         )

@@ -45,6 +45,11 @@ class ControlPlaneConfig:
     result_max_bytes: int = DEFAULT_MAX_BYTES
     result_keep_arguments: bool = False  # finished tasks keep their args/kwargs in the cache
     max_redeliveries: int = 3
+    # Final workflows are kept this long (at least result_ttl) and at most this many.
+    workflow_ttl: float = 3600.0
+    workflow_max_finished: int = 10_000
+    # Workflows not final may hold this many bytes; new ones are refused (queue_full) past it.
+    workflow_max_live_bytes: int = 1024 * 1024 * 1024
     max_queued: int = DEFAULT_MAX_QUEUED  # live tasks per priority before queue_full
     heartbeat_timeout: float = 10.0
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE

@@ -19,12 +19,14 @@ from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.limits import Scope
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.core.workers import Delivery
+from fastworker_control_plane.core.workflows import WorkflowBook
 from fastworker_control_plane.durability.entries import Recorder
 from fastworker_control_plane.durability.errors import NotLeading
 from fastworker_control_plane.durability.journal import Journal, JournalError
 from fastworker_control_plane.events import DEFAULT_BACKLOG, EventBus, Subscription
 from fastworker_control_plane.tracing import DispatchTracer
 from fastworker_control_plane.waiters import CompletionWaiters
+from fastworker_control_plane.workflow_runner import WorkflowRunner
 from fastworker_protocol import (
     Assign,
     ErrorCode,
@@ -56,7 +58,12 @@ _REFUSING = (
 
 class Engine:
     def __init__(
-        self, board: TaskBoard, *, heartbeat_timeout: float, clock: Clock = time.time
+        self,
+        board: TaskBoard,
+        *,
+        heartbeat_timeout: float,
+        clock: Clock = time.time,
+        workflows: WorkflowBook | None = None,
     ) -> None:
         self.board = board
         self.heartbeat_timeout = heartbeat_timeout
@@ -74,11 +81,14 @@ class Engine:
         self.journal: Journal | None = None  # set with --state-dir
         self.replication: Replication | None = None  # set on a replicated leader
         self._recorder = Recorder()
+        if workflows is None:  # final workflows outlive their steps' results
+            workflows = WorkflowBook(ttl=max(3600.0, board.config.result_ttl))
+        self.workflows = WorkflowRunner(self, workflows)
 
     # --- clients -------------------------------------------------------------------------
 
     def submit(self, specs: Sequence[TaskSpec], priority: Priority) -> list[str]:
-        self._check_writable()
+        self.check_writable()
         ids = self.board.submit(specs, priority, self.clock())
         self.kick()
         self.arm_timer()
@@ -87,7 +97,7 @@ class Engine:
     def submit_each(
         self, specs: Sequence[TaskSpec], priority: Priority
     ) -> tuple[list[str], list[Rejected]]:
-        self._check_writable()
+        self.check_writable()
         ids, rejected = self.board.submit_each(specs, priority, self.clock())
         self.kick()
         self.arm_timer()
@@ -98,8 +108,9 @@ class Engine:
         started)."""
         self.journal = journal
         self.board.record_changes = True
+        self.workflows.book.record_changes = True
 
-    def _check_writable(self) -> None:
+    def check_writable(self) -> None:
         if self.replication is not None and not self.replication.accepts_writes():
             raise Rejected(ErrorCode.UNAVAILABLE, _REFUSING)
 
@@ -146,10 +157,12 @@ class Engine:
             )
         return results
 
-    def cancel(self, task_id: str) -> tuple[TaskResult, bool]:
+    def cancel(self, task_id: str, *, checked: bool = True) -> tuple[TaskResult, bool]:
         """Cancel a task; one that a subworker holds is cancelled there too, through the
-        reply to its held fetch (answered at once) or its next one."""
-        self._check_writable()
+        reply to its held fetch (answered at once) or its next one. ``checked=False``: a
+        workflow's own cancel (its workflow was accepted when writes were)."""
+        if checked:
+            self.check_writable()
         result, changed = self.board.cancel(task_id, self.clock())
         if changed:
             self.finished([result])
@@ -315,11 +328,13 @@ class Engine:
     # --- housekeeping ----------------------------------------------------------------------
 
     def finished(self, results: Iterable[TaskResult]) -> None:
-        """Tell the clients waiting for these results, once the results are durable."""
+        """Tell the clients waiting for these results, once the results are durable, and
+        the workflows they are steps of."""
+        results = list(results)
+        self.workflows.finished(results)
         if self.journal is None:
             self.waiters.resolve(results)
             return
-        results = list(results)
         if results:
             self.persisted().add_done_callback(lambda done: self._resolve(done, results))
 
@@ -340,10 +355,12 @@ class Engine:
         return self.events.subscribe(backlog)
 
     def _publish(self) -> None:
-        if self.board.changes or self._recorder.behind(self.board):
+        # A workflow's records go in the same group commit as the tasks they queued.
+        records = self.workflows.book.changes()
+        if self.board.changes or self._recorder.behind(self.board) or records:
             changes = self.board.take_changes()
             if self.journal is not None:
-                self.journal.append(self._recorder.entries(changes, self.board))
+                self.journal.append([*self._recorder.entries(changes, self.board), *records])
             if self.events.has_subscribers:
                 self.events.publish(changes, self.clock())
         self.board.record_changes = self.events.has_subscribers or self.journal is not None
@@ -406,6 +423,7 @@ class Engine:
             self.kick()
         if sweep:
             self.board.results.sweep(now)
+            self.workflows.sweep()
             self.board.forget_stale_keys(now)
         for worker_id in self._fetches:
             self.board.touch(worker_id, now)
@@ -429,6 +447,7 @@ class Engine:
         if self._timer is not None:
             self._timer.cancel()
         self.waiters.release_all()
+        self.workflows.release_all()
         for future in self._fetches.values():
             if not future.done():
                 future.set_result(Delivery())

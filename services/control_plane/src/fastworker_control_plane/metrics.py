@@ -40,6 +40,7 @@ class ControlPlaneCollector(Collector):
         yield from self._task_counters()
         yield from self._live_state()
         yield from self._result_cache()
+        yield from self._workflows()
         events = self._engine.events
         yield CounterMetricFamily(
             "fastworker_events_published",
@@ -56,6 +57,20 @@ class ControlPlaneCollector(Collector):
         )
         info.add_metric([__version__], 1)
         yield info
+
+    def _workflows(self) -> Iterator[Metric]:
+        runner = self._engine.workflows
+        outcomes = CounterMetricFamily(
+            "fastworker_workflows",
+            "Workflows that ended, by outcome (since this control plane started)",
+            labels=["outcome"],
+        )
+        for outcome in ("success", "failure", "cancelled"):
+            outcomes.add_metric([outcome], runner.outcomes[outcome])
+        yield outcomes
+        yield GaugeMetricFamily(
+            "fastworker_workflows_running", "Workflows not yet final", value=runner.book.running
+        )
 
     def _task_counters(self) -> Iterator[Metric]:
         stats = self._engine.board.stats

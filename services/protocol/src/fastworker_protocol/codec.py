@@ -21,7 +21,8 @@ from fastworker_protocol.errors import (
     UnknownOp,
     UnsupportedVersion,
 )
-from fastworker_protocol.messages import OPS, PROTOCOL_VERSION, AnyMessage, Message
+from fastworker_protocol.messages import PROTOCOL_VERSION, Message
+from fastworker_protocol.union import OPS, AnyMessage
 
 DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024
 

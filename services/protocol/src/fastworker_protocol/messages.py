@@ -467,15 +467,11 @@ class Probe(Message, tag="probe"):
     role: str = "client"
 
 
-AnyMessage = (
-    Submit | Get | Cancel | ListTasks | ListWorkers | ListSchedules
-    | ListQueues | QueueAction | ListLimits | SetLimit
-    | Register | Fetch | Report | Drain | Unregister
-    | Accepted | Results | Cancelled | TaskList | WorkerList | ScheduleList
-    | QueueList | QueueActed | LimitList | Registered | Assign
-    | Ack | Error
-    | Announce | Probe
-)  # fmt: skip
+def __getattr__(name: str) -> object:
+    """``AnyMessage``, ``ALL_MESSAGES`` and ``OPS`` moved to ``fastworker_protocol.union``
+    (the workflow messages are part of it and import this module); still importable here."""
+    if name in ("AnyMessage", "ALL_MESSAGES", "OPS"):
+        from fastworker_protocol import union
 
-ALL_MESSAGES: tuple[type[Message], ...] = AnyMessage.__args__
-OPS: frozenset[str] = frozenset(str(m.__struct_config__.tag) for m in ALL_MESSAGES)
+        return getattr(union, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,9 +2,8 @@
 # mypy: disable-error-code="misc"
 """Workflows on the wire (issue 21): a graph of task steps the control plane runs.
 
-**Draft: no control plane serves these messages yet**, and PROTOCOL.md does not list
-them; they fix the contract the SDK's canvas (``chain``, ``group``, ``chord``,
-``Workflow``) and the control plane's workflow engine are built against.
+``submit_workflow`` is served on every submission port, ``get_workflow`` and
+``cancel_workflow`` on the results port (PROTOCOL.md, "Workflows").
 
 A workflow is a list of steps. A step is a task (``TaskSpec``) plus the indices of the
 steps it runs ``after`` (its parents) and what it is ``fed`` from them:
@@ -32,10 +31,11 @@ import msgspec
 
 from fastworker_protocol.messages import Message, Record, TaskSpec
 from fastworker_protocol.priority import Priority
-from fastworker_protocol.states import TaskState
 
 MAX_STEPS = 50_000  # steps per workflow (a chord of 10,000 is 10,001; 50,000 fits 16 MiB)
 MAX_PARENTS = 50_000  # parents of one step (a chord callback's fan-in)
+MAX_EDGES = 1_000_000  # parent links summed over all steps (a full join of two groups of 1,000)
+MAX_LINKS = 100  # link plus link_error tasks of one workflow
 
 
 class Feed(StrEnum):
@@ -57,11 +57,22 @@ class WorkflowState(StrEnum):
 
 
 class StepState(StrEnum):
-    """A step's state: ``waiting`` for its parents, else its task's state; ``skipped``
-    when it will never run (an ancestor failed, or the workflow was cancelled first)."""
+    """A step's state: ``waiting`` for its parents, ``skipped`` when it will never run (an
+    ancestor failed, or the workflow was cancelled first), else its task's state (each
+    ``TaskState`` value is here, and equal to it: ``StepState.SUCCESS == TaskState.SUCCESS``).
+    One enum, because a msgpack union may hold only one string enum."""
 
     WAITING = "waiting"
     SKIPPED = "skipped"
+    PENDING = "pending"
+    QUEUED = "queued"
+    SCHEDULED = "scheduled"
+    ASSIGNED = "assigned"
+    RUNNING = "running"
+    SUCCESS = "success"
+    FAILURE = "failure"
+    RETRYING = "retrying"
+    CANCELLED = "cancelled"
 
 
 class WorkflowStep(Record):
@@ -100,7 +111,7 @@ class GetWorkflow(Message, tag="get_workflow"):
 class StepInfo(Record):
     task_id: str
     name: str
-    state: TaskState | StepState
+    state: StepState
     after: list[int] = msgspec.field(default_factory=list)
 
 

@@ -14,6 +14,8 @@ A submission goes through what production does to it, minus the network and the 
   stopped (a subworker abandons it to its thread), so it runs to its end and then fails
   with reason ``timeout`` if it took longer.
 
+Workflows (``submit_workflow``, a canvas's ``delay``) are refused with a clear error: they
+need the control plane's workflow engine, which ``Cluster`` (``fastworker_cluster``) runs.
 Countdowns and ETAs are not waited for: the task runs now (``Cluster`` keeps time).
 An exception from a task propagates out of ``delay()`` by default, as the task's own;
 ``propagate=False`` keeps the failure as a result (``wait`` raises ``TaskFailed``).
@@ -65,8 +67,13 @@ from fastworker_protocol import (
     WorkerList,
     check_portable,
 )
+from fastworker_protocol.workflows import CancelWorkflow, GetWorkflow, SubmitWorkflow
 
 WORKER_ID = "eager"
+NO_WORKFLOWS = (
+    "workflows are not supported under eager(); use the fastworker_cluster fixture "
+    "(a real control plane and subworker in this process)"
+)
 
 
 @dataclass(frozen=True)
@@ -351,6 +358,8 @@ class Eager:
             return ScheduleList(schedules=[])
         if isinstance(message, ListQueues):
             return QueueList(queues=[])
+        if isinstance(message, SubmitWorkflow | GetWorkflow | CancelWorkflow):
+            return Error(code=ErrorCode.INVALID_MESSAGE, message=NO_WORKFLOWS)
         return Error(
             code=ErrorCode.INVALID_MESSAGE,
             message=f"{type(message).__name__} is not available in {self.name}",

@@ -118,7 +118,7 @@ class TaskBoard:
         new = sum(1 for spec in specs if self._existing(spec, now) is None)
         if (full := self._full(priority, new)) is not None:
             raise full
-        return [self._enqueue(s, size, priority, now) for s, size in zip(specs, sizes, strict=True)]
+        return [self.enqueue(s, size, priority, now) for s, size in zip(specs, sizes, strict=True)]
 
     def submit_each(
         self, specs: Sequence[TaskSpec], priority: Priority, now: float
@@ -131,7 +131,7 @@ class TaskBoard:
             if rejected is None and self._existing(spec, now) is None:
                 rejected = self._full(priority, 1, index=index)
             if rejected is None:
-                ids.append(self._enqueue(spec, size, priority, now))
+                ids.append(self.enqueue(spec, size, priority, now))
             else:
                 ids.append("")
                 rejections.append(rejected)
@@ -167,7 +167,7 @@ class TaskBoard:
             max_message_size=self.config.max_message_size,
         )
 
-    def _enqueue(self, spec: TaskSpec, size: int, priority: Priority, now: float) -> str:
+    def enqueue(self, spec: TaskSpec, size: int, priority: Priority, now: float) -> str:
         existing = self._existing(spec, now)
         if existing is not None:
             return existing
@@ -230,7 +230,7 @@ class TaskBoard:
         return record is not None and record.state in _WAITING_FOR_TIME
 
     def _enqueue_periodic(self, spec: TaskSpec, now: float) -> str:
-        return self._enqueue(spec, task_size(spec), Priority.NORMAL, now)
+        return self.enqueue(spec, task_size(spec), Priority.NORMAL, now)
 
     def learn_schedules(self, signatures: Iterable[TaskSignature], now: float) -> None:
         """Start the periodic tasks these registrations declare (once per name)."""

@@ -20,18 +20,14 @@ from fastworker_control_plane.core.catalog import Catalog
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_protocol import ErrorCode, TaskSpec
 from fastworker_protocol.workflows import (
+    MAX_EDGES,
+    MAX_LINKS,
     MAX_PARENTS,
     MAX_STEPS,
     Feed,
     SubmitWorkflow,
     WorkflowStep,
 )
-
-# Not (yet) in the protocol module: parent links summed over all steps (a full join of
-# two groups of 1,000 is a million; the graph's memory grows with them), and link plus
-# link_error tasks of one workflow.
-MAX_EDGES = 1_000_000
-MAX_LINKS = 100
 
 _FED = {
     Feed.ONE: "its parent's result",

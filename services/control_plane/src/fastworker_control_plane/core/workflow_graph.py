@@ -246,7 +246,9 @@ class Flow:
             if state is None:  # released: the board knows how far it got
                 state = (lookup(task_id) if lookup else None) or TaskState.QUEUED
             steps.append(
-                StepInfo(task_id=task_id, name=step.task.name, state=state, after=step.after)
+                StepInfo(
+                    task_id=task_id, name=step.task.name, state=StepState(state), after=step.after
+                )
             )
         return WorkflowInfo(
             workflow_id=self.id,

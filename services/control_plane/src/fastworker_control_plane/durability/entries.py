@@ -4,6 +4,8 @@ One entry per task transition: ``Put`` writes a task whole (accepted, queued aga
 waiting for a time), ``Step`` notes it handed to or started by a subworker, ``Done``
 writes it final with its result; ``Tick`` keeps a periodic task's progress. Replaying
 the entries in order leaves each task's latest state, which is all recovery needs.
+Workflows' records (``core/workflow_records``) share the journal; they are kept in order
+for ``WorkflowBook.restore``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.board_types import Change
 from fastworker_control_plane.core.limits import Scope, Setting
 from fastworker_control_plane.core.periodic import PeriodicState
+from fastworker_control_plane.core.workflow_records import WorkflowRecord
 from fastworker_control_plane.durability.schema import (
     Controls,
     Done,
@@ -109,12 +112,14 @@ def snapshot(board: TaskBoard, now: float) -> list[Entry]:
 
 @dataclass
 class Recovered:
-    """The latest state of every task and periodic schedule the journal names."""
+    """The latest state of every task and periodic schedule the journal names, and the
+    workflow records in journal order (``WorkflowBook.restore`` replays them)."""
 
     live: dict[str, StoredTask] = field(default_factory=dict)
     final: dict[str, StoredTask] = field(default_factory=dict)
     periodics: dict[str, StoredPeriodic] = field(default_factory=dict)
     controls: Controls = field(default_factory=Controls)
+    workflows: list[WorkflowRecord] = field(default_factory=list)
 
     def apply(self, entry: Entry) -> None:
         match entry:
@@ -132,6 +137,8 @@ class Recovered:
                 self.periodics[state.name] = state
             case Controls():
                 self.controls = entry
+            case _:
+                self.workflows.append(entry)
 
     def restore(self, board: TaskBoard, now: float) -> int:
         """Put everything back on ``board``; returns how many tasks were redelivered

@@ -19,6 +19,13 @@ import msgspec
 
 from fastworker_control_plane.core.periodic import PeriodicState
 from fastworker_control_plane.core.records import TaskRecord
+from fastworker_control_plane.core.workflow_records import (
+    LinkOutcome,
+    StepOutcome,
+    WorkflowCancel,
+    WorkflowDefined,
+    WorkflowProgress,
+)
 from fastworker_protocol import DEFAULT_QUEUE, Priority, TaskError, TaskState
 
 
@@ -117,7 +124,11 @@ class Controls(msgspec.Struct, tag="controls", kw_only=True, omit_defaults=True)
     limits: list[StoredLimit] = msgspec.field(default_factory=list)
 
 
-Entry = Put | Step | Done | Tick | Controls
+# Workflows' records (``core/workflow_records``: tags ``workflow*``) share the journal.
+Entry = (
+    Put | Step | Done | Tick | Controls
+    | WorkflowDefined | StepOutcome | LinkOutcome | WorkflowCancel | WorkflowProgress
+)  # fmt: skip
 
 
 def stored_task(record: TaskRecord) -> StoredTask:

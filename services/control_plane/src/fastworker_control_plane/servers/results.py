@@ -1,5 +1,5 @@
 """Results server: client REQ -> control plane REP on base+4 (results, status, cancel,
-listings, queue and limit controls)."""
+listings, queue and limit controls, workflows' state and cancel)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from fastworker_control_plane.engine import Engine
 from fastworker_protocol import (
     Cancel,
     Cancelled,
+    CancelWorkflow,
     Get,
+    GetWorkflow,
     LimitList,
     ListLimits,
     ListQueues,
@@ -37,6 +39,8 @@ SERVES: tuple[type[Message], ...] = (
     QueueAction,
     ListLimits,
     SetLimit,
+    GetWorkflow,
+    CancelWorkflow,
 )
 MAX_LISTED = 10_000
 
@@ -58,6 +62,14 @@ class ResultsHandler:
                 result, changed = engine.cancel(task_id)
                 await engine.durable()
                 return Cancelled(task_id=task_id, status=result.status, changed=changed)
+            case GetWorkflow(workflow_id=workflow_id, wait=wait):
+                if wait is None:
+                    return engine.workflows.info(workflow_id)
+                return await engine.workflows.wait(workflow_id, min(wait, self._max_wait))
+            case CancelWorkflow(workflow_id=workflow_id):
+                cancelled = engine.workflows.cancel(workflow_id)
+                await engine.durable()
+                return cancelled
             case ListTasks(status=status, limit=limit):
                 # Cut to fit: large results must not make every listing oversize.
                 listing = engine.board.task_listing(status, min(limit, MAX_LISTED), engine.clock())

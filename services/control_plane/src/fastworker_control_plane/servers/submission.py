@@ -1,6 +1,7 @@
 """Submission server: client REQ -> control plane REP, one socket per priority.
 
-The port a ``Submit`` arrives on is its tasks' priority.
+The port a ``Submit`` arrives on is its tasks' priority. A ``SubmitWorkflow`` is served
+on every one of them alike: each of its steps names its own priority.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from fastworker_protocol import (
     Rejection,
     Results,
     Submit,
+    SubmitWorkflow,
 )
 
-SERVES: tuple[type[Message], ...] = (Submit,)
+SERVES: tuple[type[Message], ...] = (Submit, SubmitWorkflow)
 
 
 class SubmissionHandler:
@@ -27,9 +29,13 @@ class SubmissionHandler:
         self._max_wait = max_wait
 
     async def __call__(self, message: Message, pipe_id: int) -> Message:
-        assert isinstance(message, Submit)
         if not self._engine.accepting:
             raise Rejected(ErrorCode.SHUTTING_DOWN, "the control plane is shutting down")
+        if isinstance(message, SubmitWorkflow):
+            accepted = self._engine.workflows.submit(message)
+            await self._engine.durable()
+            return accepted
+        assert isinstance(message, Submit)
         if not message.atomic:
             if message.wait is not None:
                 raise Rejected(ErrorCode.INVALID_MESSAGE, "a non-atomic submit cannot wait")

@@ -1,0 +1,204 @@
+"""What the clients' workflow calls send and how their replies are read, with no I/O.
+
+Both clients (async and blocking) submit, read, wait for and cancel workflows the same
+way; only the moving of bytes differs, so the messages and the rules live here, once.
+A workflow goes on the normal submission channel through the client's ordinary request
+loop, so leader failover and retries apply to it as to any task: its id is filled in
+here, before the first send, so a re-sent ``SubmitWorkflow`` is the same workflow (the
+control plane accepts each workflow id once).
+
+Never import the subworker or the control plane from here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import msgspec
+
+from fastworker._calls import MIN_HELD
+from fastworker.errors import Timeout
+from fastworker.tracing import send_spans
+from fastworker_protocol import Message, Priority
+from fastworker_protocol.workflows import (
+    CancelWorkflow,
+    GetWorkflow,
+    OnFailure,
+    SubmitWorkflow,
+    WorkflowAccepted,
+    WorkflowCancelled,
+    WorkflowInfo,
+    WorkflowState,
+)
+
+if TYPE_CHECKING:
+    from fastworker.canvas import Canvas, Signature
+
+M = TypeVar("M", bound=Message)
+WORKFLOW_LANE = Priority.NORMAL  # the submission channel a workflow is sent on
+RESULTS = None  # the results channel's lane
+
+
+def workflow_message(
+    item: Canvas,
+    workflow_id: str | None,
+    on_failure: OnFailure | str,
+    link: Signature | Sequence[Signature] | None,
+    link_error: Signature | Sequence[Signature] | None,
+) -> SubmitWorkflow:
+    """``item`` compiled, with a workflow id (a fresh one if none is given)."""
+    return item.compile(
+        workflow_id=workflow_id or uuid.uuid4().hex,
+        on_failure=on_failure,
+        link=() if link is None else link,
+        link_error=() if link_error is None else link_error,
+    )
+
+
+@contextmanager
+def traced(message: SubmitWorkflow) -> Iterator[SubmitWorkflow]:
+    """``message`` with a ``send`` span's context in each step's task headers, as
+    ``apply_async`` puts one in a task's (the message itself when not tracing)."""
+    tasks = [step.task for step in message.steps]
+    with send_spans(tasks, WORKFLOW_LANE) as specs:
+        if all(a is b for a, b in zip(tasks, specs, strict=True)):
+            yield message
+            return
+        steps = [
+            msgspec.structs.replace(step, task=spec)
+            for step, spec in zip(message.steps, specs, strict=True)
+        ]
+        yield msgspec.structs.replace(message, steps=steps)
+
+
+def ask_again_workflow(
+    info: WorkflowInfo, deadline: float | None, asked: float, now: float
+) -> bool:
+    """Whether a held ``GetWorkflow`` should be sent again: the workflow still runs, time
+    is left, and the control plane held the last one a while (it lets go at its
+    ``--max-wait``)."""
+    if deadline is None or now >= deadline or now - asked < MIN_HELD:
+        return False
+    return info.state is WorkflowState.RUNNING
+
+
+def final_workflow(info: WorkflowInfo, wait: float) -> WorkflowInfo:
+    """A waited-for workflow, which must have ended."""
+    if info.state is WorkflowState.RUNNING:
+        raise Timeout(f"workflow {info.workflow_id} is still running after {wait:g} s")
+    return info
+
+
+class AsyncWorkflows:
+    """The async client's workflow calls (mixed into :class:`~fastworker.client.Client`)."""
+
+    timeout: float
+
+    async def _request(
+        self, lane: Priority | None, message: Message, reply_type: type[M], wait: float | None
+    ) -> M:
+        raise NotImplementedError
+
+    async def submit_workflow(
+        self,
+        item: Canvas,
+        *,
+        workflow_id: str | None = None,
+        on_failure: OnFailure | str = OnFailure.CANCEL,
+        link: Signature | Sequence[Signature] | None = None,
+        link_error: Signature | Sequence[Signature] | None = None,
+    ) -> str:
+        """Submit a signature, chain, group, chord or ``Workflow`` as one workflow and
+        return its id at once. The control plane accepts all of it or nothing (a cycle,
+        an unknown task or bad arguments are refused before any step is queued); the same
+        ``workflow_id`` submitted again is the same workflow.
+
+        ``on_failure``: ``"cancel"`` (a step that failed for good cancels every step not
+        started) or ``"continue"`` (only its descendants; independent branches finish).
+        ``link`` tasks are queued once the workflow succeeds (fed the list of its last
+        steps' results), ``link_error`` tasks once it fails (fed the workflow id)."""
+        message = workflow_message(item, workflow_id, on_failure, link, link_error)
+        with traced(message) as sent:
+            reply = await self._request(WORKFLOW_LANE, sent, WorkflowAccepted, None)
+        return reply.workflow_id
+
+    async def get_workflow(self, workflow_id: str) -> WorkflowInfo:
+        """The workflow's state now, and each step's (``waiting``, ``skipped``, or its
+        task's state); raises ``TaskNotFound`` if it is unknown or expired."""
+        message = GetWorkflow(workflow_id=workflow_id)
+        return await self._request(RESULTS, message, WorkflowInfo, None)
+
+    async def wait_workflow(self, workflow_id: str, timeout: float | None = None) -> WorkflowInfo:
+        """Wait until the workflow has ended (``success``, ``failure`` or ``cancelled``)
+        and return its state; raises ``Timeout`` if it still runs after ``timeout``."""
+        wait = self.timeout if timeout is None else timeout
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while True:
+            asked = loop.time()
+            left = max(0.0, deadline - asked)
+            message = GetWorkflow(workflow_id=workflow_id, wait=left)
+            info = await self._request(RESULTS, message, WorkflowInfo, left)
+            if not ask_again_workflow(info, deadline, asked, loop.time()):
+                return final_workflow(info, wait)
+
+    async def cancel_workflow(self, workflow_id: str) -> bool:
+        """Cancel the workflow's steps not finished; ``False`` if it had already ended."""
+        message = CancelWorkflow(workflow_id=workflow_id)
+        return (await self._request(RESULTS, message, WorkflowCancelled, None)).cancelled
+
+
+class SyncWorkflows:
+    """The blocking client's workflow calls (mixed into ``SyncClient``), as the async
+    client's."""
+
+    _settings: Any
+
+    def _request(
+        self,
+        lane: Priority | None,
+        message: Message,
+        reply_type: type[M],
+        wait: float | None = None,
+    ) -> M:
+        raise NotImplementedError
+
+    def submit_workflow(
+        self,
+        item: Canvas,
+        *,
+        workflow_id: str | None = None,
+        on_failure: OnFailure | str = OnFailure.CANCEL,
+        link: Signature | Sequence[Signature] | None = None,
+        link_error: Signature | Sequence[Signature] | None = None,
+    ) -> str:
+        """As :meth:`Client.submit_workflow`: submit a workflow, return its id."""
+        message = workflow_message(item, workflow_id, on_failure, link, link_error)
+        with traced(message) as sent:
+            return self._request(WORKFLOW_LANE, sent, WorkflowAccepted).workflow_id
+
+    def get_workflow(self, workflow_id: str) -> WorkflowInfo:
+        """As :meth:`Client.get_workflow`."""
+        return self._request(RESULTS, GetWorkflow(workflow_id=workflow_id), WorkflowInfo)
+
+    def wait_workflow(self, workflow_id: str, timeout: float | None = None) -> WorkflowInfo:
+        """As :meth:`Client.wait_workflow`."""
+        wait = self._settings.timeout if timeout is None else timeout
+        deadline = time.monotonic() + wait
+        while True:
+            asked = time.monotonic()
+            left = max(0.0, deadline - asked)
+            message = GetWorkflow(workflow_id=workflow_id, wait=left)
+            info = self._request(RESULTS, message, WorkflowInfo, left)
+            if not ask_again_workflow(info, deadline, asked, time.monotonic()):
+                return final_workflow(info, wait)
+
+    def cancel_workflow(self, workflow_id: str) -> bool:
+        """As :meth:`Client.cancel_workflow`."""
+        message = CancelWorkflow(workflow_id=workflow_id)
+        return self._request(RESULTS, message, WorkflowCancelled).cancelled

@@ -1,0 +1,204 @@
+"""Workflows on the engine (issue 21): the glue between the pure ``WorkflowBook`` and the
+task board. It does what the book decides (``core/workflows`` says what that is): queues
+released steps, cancels steps, wakes the requests held on a workflow, counts outcomes.
+
+It never decides anything itself, and it never blocks: every final task result reaches
+it through ``Engine.finished``, and the results its own actions produce (a cancel, a
+step the board refused) go round the same loop, iteratively, however deep the graph.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter, deque
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from fastworker_control_plane.core.admission import refusal
+from fastworker_control_plane.core.board_types import task_size
+from fastworker_control_plane.core.rejected import Rejected
+from fastworker_control_plane.core.workflow_graph import Release
+from fastworker_control_plane.core.workflows import Actions, WorkflowBook, check
+from fastworker_protocol import (
+    ErrorCode,
+    FailureReason,
+    Priority,
+    TaskError,
+    TaskResult,
+    TaskState,
+)
+from fastworker_protocol.workflows import (
+    SubmitWorkflow,
+    WorkflowAccepted,
+    WorkflowCancelled,
+    WorkflowInfo,
+)
+
+if TYPE_CHECKING:
+    from fastworker_control_plane.engine import Engine
+
+
+class WorkflowRunner:
+    def __init__(self, engine: Engine, book: WorkflowBook) -> None:
+        self._engine = engine
+        self.book = book
+        self.outcomes: Counter[str] = Counter()  # final workflows by state, since start
+        self._results: deque[TaskResult] = deque()
+        self._draining = False
+        self._waiting: dict[str, list[asyncio.Future[None]]] = {}
+
+    # --- requests ------------------------------------------------------------------------
+
+    def submit(self, message: SubmitWorkflow) -> WorkflowAccepted:
+        """Check the whole workflow against the registered tasks, accept it and queue its
+        roots; raises ``Rejected`` (nothing queued) if any part of it cannot run."""
+        engine = self._engine
+        engine.check_writable()
+        check(message, engine.board.catalog, engine.board.config)
+        accepted = self.book.accept(message, engine.clock())
+        self.carry_out(Actions(release=accepted.release))
+        return WorkflowAccepted(workflow_id=accepted.workflow_id, task_ids=accepted.task_ids)
+
+    def info(self, workflow_id: str) -> WorkflowInfo:
+        board, now = self._engine.board, self._engine.clock()
+
+        def lookup(task_id: str) -> TaskState | None:
+            record = board.record(task_id, now, count=False)
+            return None if record is None else record.state
+
+        info = self.book.info(workflow_id, lookup)
+        if info is None:
+            raise Rejected(
+                ErrorCode.TASK_NOT_FOUND,
+                f"workflow {workflow_id} is unknown or expired",
+                workflow_id=workflow_id,
+            )
+        return info
+
+    async def wait(self, workflow_id: str, timeout: float) -> WorkflowInfo:
+        """The workflow's state once it is final, or after ``timeout`` seconds."""
+        info = self.info(workflow_id)
+        if info.state != "running" or timeout <= 0 or not self._engine.accepting:
+            return info
+        ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(workflow_id, []).append(ended)
+        try:
+            await asyncio.wait_for(asyncio.shield(ended), timeout)
+        except TimeoutError:
+            pass
+        finally:
+            waiting = self._waiting.get(workflow_id, [])
+            if ended in waiting:
+                waiting.remove(ended)
+                if not waiting:
+                    del self._waiting[workflow_id]
+        info = self.info(workflow_id)
+        if info.state == "running" and not self._engine.accepting:
+            raise Rejected(
+                ErrorCode.SHUTTING_DOWN,
+                "the control plane is shutting down before the workflow ended",
+            )
+        return info
+
+    def cancel(self, workflow_id: str) -> WorkflowCancelled:
+        self._engine.check_writable()
+        actions = self.book.cancel(workflow_id, self._engine.clock())
+        self.carry_out(actions)
+        return WorkflowCancelled(workflow_id=workflow_id, cancelled=bool(actions.ended))
+
+    # --- results -------------------------------------------------------------------------
+
+    def finished(self, results: Iterable[TaskResult]) -> None:
+        """Final task results, from every path that makes one (``Engine.finished``)."""
+        self._results.extend(r for r in results if r.status.is_final)
+        if self._draining:  # the loop below is running further up the stack
+            return
+        self._draining = True
+        try:
+            while self._results:
+                self.carry_out(self.book.finished(self._results.popleft(), self._engine.clock()))
+        finally:
+            self._draining = False
+
+    def carry_out(self, actions: Actions) -> None:
+        """Queue what is released, cancel what is to be cancelled, wake waiters."""
+        engine = self._engine
+        for release in actions.release:
+            self._release(release)
+        for task_id in actions.cancel:
+            try:
+                engine.cancel(task_id, checked=False)
+            except Rejected:  # unknown to the board (a result that expired): nothing runs
+                continue
+        if actions.release or actions.cancel:
+            engine.kick()
+            engine.arm_timer()
+        for workflow_id in actions.ended:
+            flow = self.book.info(workflow_id)
+            if flow is not None:
+                self.outcomes[flow.state] += 1
+        if actions.ended:
+            self._wake(actions.ended)
+
+    def _release(self, release: Release) -> None:
+        """Queue a released step (or link task) under its id. It was admitted with its
+        workflow: no ``queue_full``, and no subworker need have registered it again (after
+        a restart none has yet); a fed result that makes it too large fails the step."""
+        spec, priority = release
+        board, now = self._engine.board, self._engine.clock()
+        size = task_size(spec)
+        checker = board.catalog.checkers.get(spec.name)
+        rejected = refusal(
+            0,
+            spec,
+            size,
+            checker,
+            max_bytes=board.config.max_batch_bytes,
+            max_message_size=board.config.max_message_size,
+        )
+        if rejected is not None and rejected.code != ErrorCode.UNKNOWN_TASK:
+            self._results.append(_refused(spec.id, spec.name, priority, rejected, now))
+            self.finished(())
+            return
+        board.enqueue(spec, size, priority, now)
+        known = board.get(spec.id, now)
+        if known is not None and known.status.is_final:  # final already: as if just ended
+            self.finished([known])
+
+    def _wake(self, workflow_ids: list[str]) -> None:
+        engine = self._engine
+        if engine.journal is None:
+            self._release_waiters(workflow_ids)
+            return
+        engine.persisted().add_done_callback(lambda _: self._release_waiters(workflow_ids))
+
+    def _release_waiters(self, workflow_ids: Iterable[str]) -> None:
+        for workflow_id in workflow_ids:
+            for ended in self._waiting.pop(workflow_id, []):
+                if not ended.done():
+                    ended.set_result(None)
+
+    def release_all(self) -> None:
+        """Answer every held request now (the control plane stops)."""
+        self._release_waiters(list(self._waiting))
+
+    def sweep(self) -> int:
+        return self.book.sweep(self._engine.clock())
+
+
+def _refused(
+    task_id: str, name: str, priority: Priority, rejected: Rejected, now: float
+) -> TaskResult:
+    error = TaskError(
+        type="Rejected",
+        message=f"{rejected.code}: {rejected.message}",
+        reason=FailureReason.EXCEPTION,
+    )
+    return TaskResult(
+        task_id=task_id,
+        name=name,
+        status=TaskState.FAILURE,
+        priority=priority,
+        error=error,
+        finished_at=now,
+    )
