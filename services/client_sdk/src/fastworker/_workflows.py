@@ -23,8 +23,8 @@ import msgspec
 
 from fastworker._calls import MIN_HELD
 from fastworker.errors import Timeout
-from fastworker.tracing import send_spans
-from fastworker_protocol import Message, Priority
+from fastworker.tracing import MESSAGING_SYSTEM, active_tracer, mark_failed
+from fastworker_protocol import Message, Priority, TaskSpec
 from fastworker_protocol.workflows import (
     CancelWorkflow,
     GetWorkflow,
@@ -62,18 +62,57 @@ def workflow_message(
 
 @contextmanager
 def traced(message: SubmitWorkflow) -> Iterator[SubmitWorkflow]:
-    """``message`` with a ``send`` span's context in each step's task headers, as
-    ``apply_async`` puts one in a task's (the message itself when not tracing)."""
-    tasks = [step.task for step in message.steps]
-    with send_spans(tasks, WORKFLOW_LANE) as specs:
-        if all(a is b for a, b in zip(tasks, specs, strict=True)):
-            yield message
-            return
-        steps = [
-            msgspec.structs.replace(step, task=spec)
-            for step, spec in zip(message.steps, specs, strict=True)
-        ]
-        yield msgspec.structs.replace(message, steps=steps)
+    """``message`` under one ``workflow`` PRODUCER span, whose context is in every step's
+    task headers and every ``link``/``link_error`` task's (the message itself when not
+    tracing): a workflow is one trace, each step's ``dispatch`` and ``process`` spans its
+    descendants, where ``apply_async`` would give each task a trace of its own."""
+    tracer = active_tracer()
+    if tracer is None:
+        yield message
+        return
+    from opentelemetry import propagate, trace
+    from opentelemetry.trace import SpanKind
+
+    span = tracer.start_span(
+        "workflow",
+        kind=SpanKind.PRODUCER,
+        attributes=workflow_attributes(message),
+    )
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier, context=trace.set_span_in_context(span))
+    try:
+        yield with_headers(message, carrier)
+    except BaseException as exc:
+        span.record_exception(exc)
+        mark_failed(span, type(exc).__qualname__, str(exc))
+        raise
+    finally:
+        span.end()
+
+
+def workflow_attributes(message: SubmitWorkflow) -> dict[str, str | int]:
+    return {
+        "messaging.system": MESSAGING_SYSTEM,
+        "messaging.operation.name": "send",
+        "messaging.operation.type": "send",
+        "messaging.destination.name": WORKFLOW_LANE.value,
+        "fastworker.workflow.id": message.workflow_id,
+        "fastworker.workflow.steps": len(message.steps),
+    }
+
+
+def with_headers(message: SubmitWorkflow, carrier: dict[str, str]) -> SubmitWorkflow:
+    """``message`` with ``carrier`` (the trace context) in every task's headers."""
+
+    def stamped(spec: TaskSpec) -> TaskSpec:
+        return msgspec.structs.replace(spec, headers={**spec.headers, **carrier})
+
+    return msgspec.structs.replace(
+        message,
+        steps=[msgspec.structs.replace(step, task=stamped(step.task)) for step in message.steps],
+        link=[stamped(spec) for spec in message.link],
+        link_error=[stamped(spec) for spec in message.link_error],
+    )
 
 
 def ask_again_workflow(
