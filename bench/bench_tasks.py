@@ -19,3 +19,9 @@ async def io_sleep(seconds: float) -> float:
     """I/O-bound: waits without holding a thread, so concurrency is the only limit."""
     await asyncio.sleep(seconds)
     return seconds
+
+
+@task
+def total(values: list[int]) -> int:
+    """A chord's callback: as trivial as ``add``, over the list of its members' results."""
+    return sum(values)

@@ -15,6 +15,7 @@ SCENARIOS = (
     "memory",
     "cpu_bound",
     "ha",
+    "chord",
 )
 TOPOLOGY_SCENARIOS = ("latency", "pipelined", "batch", "io_bound", "sync")
 TOPOLOGIES = ("cp", "cp+1sw", "cp+2sw", "cp+1sw+journal")
@@ -80,6 +81,7 @@ class Sizes:
     sync_post_burst: int = 10  # untimed round trips between the delay calls and the timed ones
     cpu_bound: int = 100  # tasks of CPU_TASK_S each, in one submit_batch, then every result
     cpu_bound_warmup: int = 4  # untimed tasks first (the children's and slots' first ones)
+    chord: int = 10_000  # members of one chord (plus its callback), submitted as one workflow
 
 
 SMOKE_SIZES = Sizes(
@@ -99,6 +101,7 @@ SMOKE_SIZES = Sizes(
     sync_post_burst=5,
     cpu_bound=20,
     cpu_bound_warmup=2,
+    chord=50,
 )
 
 
@@ -143,6 +146,7 @@ class BenchConfig:
             },
             "journal": "cp+1sw+journal: cp+1sw with --state-dir in a fresh temporary directory",
             "ha_topologies": list(HA_TOPOLOGIES),
+            "chord_topologies": ["cp+1sw", DURABLE],
             "replicated": (
                 "cp-ha: etcd (one member) + 2 control planes with --leader-election, each with "
                 "its own --state-dir in a fresh temporary directory, --sync-replicas 1 "

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench import ha_scenario
+from bench.chord_scenario import CHORD
 from bench.cluster import Cluster, running_cluster
 from bench.config import HA_TOPOLOGIES, REPLICATED, BenchConfig
 from bench.cpu_scenario import CPU_BOUND, speedups, task_entry, turns
@@ -35,7 +36,7 @@ from bench.sync_scenario import SYNC
 from fastworker import Client, FastWorkerError
 
 Collected = dict[str, list[float]]
-CLUSTER_SCENARIOS: dict[str, Scenario] = {**SCENARIOS, SYNC.name: SYNC}
+CLUSTER_SCENARIOS: dict[str, Scenario] = {**SCENARIOS, SYNC.name: SYNC, CHORD.name: CHORD}
 
 
 class ScenarioTimeout(RuntimeError):

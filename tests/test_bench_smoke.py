@@ -89,6 +89,38 @@ def test_a_smoke_run_exits_0_and_writes_a_numeric_median_for_every_key(tmp_path:
     assert doc["config"]["repeats"] == 1
 
 
+CHORD_KEYS = tuple(
+    f"chord.{metric}.{topology}"
+    for metric in ("submit_ms", "e2e_s", "steps_per_s")
+    for topology in ("cp+1sw", "cp+1sw+journal")
+)
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(90)
+def test_a_smoke_chord_of_50_calls_back_on_both_topologies_and_reports_every_figure(
+    tmp_path: Path,
+) -> None:
+    # Given the chord scenario in smoke mode (a chord of 50 and its sum callback)
+    out = tmp_path / "chord.json"
+    # When it runs once on each of its topologies
+    run = subprocess.run(
+        [sys.executable, "-m", "bench", "--only", "chord", "--smoke", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=75,
+        check=False,
+    )
+    # Then every callback summed right (else it exits 1) and every figure is a number
+    assert run.returncode == 0, f"stdout:\n{run.stdout}\nstderr:\n{run.stderr}"
+    doc = json.loads(out.read_text())
+    results = doc["results"]
+    assert [k for k in CHORD_KEYS if not _is_number(results.get(k, {}).get("median"))] == []
+    assert sorted(results) == sorted(CHORD_KEYS)
+    assert doc["config"]["sizes"]["chord"] == 50
+
+
 HA_TOPOLOGIES = ("cp+1sw+journal", "cp-ha")
 HA_KEYS = (
     *(
