@@ -133,6 +133,27 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     )
     add_option(
         parser,
+        "--workflow-ttl",
+        type=float,
+        default=_D["workflow_ttl"].default,
+        help="seconds a finished workflow's state is kept (at least --result-ttl)",
+    )
+    add_option(
+        parser,
+        "--workflow-max-finished",
+        type=int,
+        default=_D["workflow_max_finished"].default,
+        help="finished workflows kept at most (oldest go first)",
+    )
+    add_option(
+        parser,
+        "--workflow-max-live-bytes",
+        type=int,
+        default=_D["workflow_max_live_bytes"].default,
+        help="bytes unfinished workflows may hold; new ones are refused (queue_full) past it",
+    )
+    add_option(
+        parser,
         "--max-redeliveries",
         type=int,
         default=_D["max_redeliveries"].default,
@@ -288,6 +309,9 @@ def run(args: argparse.Namespace) -> int:
             result_max_size=args.result_max_size,
             result_max_bytes=args.result_max_bytes,
             result_keep_arguments=args.result_keep_arguments,
+            workflow_ttl=args.workflow_ttl,
+            workflow_max_finished=args.workflow_max_finished,
+            workflow_max_live_bytes=args.workflow_max_live_bytes,
             max_redeliveries=args.max_redeliveries,
             max_queued=args.max_queued,
             heartbeat_timeout=args.heartbeat_timeout,
