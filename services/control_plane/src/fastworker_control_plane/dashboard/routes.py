@@ -47,6 +47,7 @@ class DashboardRoutes:
             web.get("/api/workers", self.workers),
             web.get("/api/tasks", self.tasks),
             web.get("/api/tasks/{task_id}", self.task),
+            web.get("/api/workflows/{workflow_id}", self.workflow),
             web.get("/api/registered", self.registered),
             web.get("/api/schedules", self.schedules),
             web.get("/api/throughput", self.throughput),
@@ -91,6 +92,14 @@ class DashboardRoutes:
             message = f"task {task_id} is unknown or its result has expired"
             return _reply({"error": "task_not_found", "message": message}, 404)
         return _reply(views.task_detail(record))
+
+    async def workflow(self, request: web.Request) -> web.Response:
+        workflow_id = request.match_info["workflow_id"]
+        try:
+            info = self.engine.workflows.info(workflow_id)
+        except Rejected as exc:  # unknown, or evicted once final past its TTL
+            return _reply({"error": str(exc.code), "message": exc.message}, 404)
+        return _reply(views.workflow(info))
 
     async def registered(self, request: web.Request) -> web.Response:
         return _reply(views.registered(self.engine))

@@ -15,6 +15,7 @@ from fastworker_control_plane.core.records import TaskRecord
 from fastworker_control_plane.engine import Engine
 from fastworker_control_plane.events import Event
 from fastworker_protocol import MAX_NESTING, Priority, TaskError, TaskResult, TaskSignature
+from fastworker_protocol.workflows import WorkflowInfo
 
 SNAPSHOT_THROUGHPUT = 5  # seconds of throughput in each snapshot (the newest still filling)
 
@@ -88,6 +89,28 @@ def task_detail(record: TaskRecord) -> dict[str, Any]:
         "attempt_errors": [_error(e, traceback=True) for e in record.attempt_errors],
         "eta": record.eta,
         "trace_id": trace_id_of(record.headers),
+    }
+
+
+def workflow(info: WorkflowInfo) -> dict[str, Any]:
+    """A workflow and its steps, step ``i`` at index ``i`` (its task is ``<id>.<i>``);
+    ``after`` lists the indexes of the steps it waits for: the graph's edges."""
+    return {
+        "workflow_id": info.workflow_id,
+        "state": str(info.state),
+        "on_failure": str(info.on_failure),
+        "submitted_at": info.submitted_at,
+        "finished_at": info.finished_at,
+        "steps": [
+            {
+                "index": i,
+                "task_id": step.task_id,
+                "name": step.name,
+                "state": str(step.state),
+                "after": list(step.after),
+            }
+            for i, step in enumerate(info.steps)
+        ],
     }
 
 

@@ -1453,6 +1453,20 @@
     return el('span', { title: isoTitle(ts) }, fmtDateTime(ts), el('span', { class: 'muted' }, ` (${fmtRelative(ts)})`));
   }
 
+  /** A step's task ("<workflow_id>.<i>"): a button showing its workflow (workflows.js). */
+  function workflowButton(taskId) {
+    const workflows = window.fastworkerWorkflows;
+    const workflowId = workflows ? workflows.workflowOf(taskId) : null;
+    if (!workflowId) return '–';
+    const button = el('button', { type: 'button', class: 'button button-small', id: 'task-detail-workflow' },
+      `Show workflow ${shortId(workflowId)}`);
+    button.addEventListener('click', () => {
+      closeDetail();
+      workflows.show(workflowId);
+    });
+    return button;
+  }
+
   function renderDetail(task) {
     renderDetailHeading(task.name, task.status);
     const fields = [
@@ -1470,6 +1484,7 @@
       ['Duration', 'duration', fmtDuration(task.duration)],
       ['ETA', 'eta', timeValue(task.eta)],
       ['Trace id', 'trace_id', task.trace_id ? el('code', { class: 'mono selectable' }, task.trace_id) : '–'],
+      ['Workflow', 'workflow', workflowButton(task.task_id)],
     ];
     const list = el('dl', { class: 'detail-grid' });
     for (const [label, key, value] of fields) {
