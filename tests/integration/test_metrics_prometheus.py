@@ -297,6 +297,7 @@ async def test_the_exposition_names_series_by_convention_and_never_labels_a_task
         "fastworker_result_cache_expirations_total",
         "fastworker_events_published_total",
         "fastworker_events_dropped_total",
+        "fastworker_workflows_total",
         "fastworker_subworker_tasks_total",
     }
     assert {name for name, kind in types.items() if kind == "histogram"} == {
@@ -315,6 +316,7 @@ async def test_the_exposition_names_series_by_convention_and_never_labels_a_task
         "fastworker_result_cache_bytes",
         "fastworker_waits_held",
         "fastworker_control_plane_info",
+        "fastworker_workflows_running",
         "fastworker_subworker_in_flight",
         "fastworker_subworker_concurrency",
         "fastworker_subworker_registered",
