@@ -55,6 +55,19 @@ def test_a_started_report_moves_an_assigned_task_to_running() -> None:
     assert (result.status, result.started_at) == (TaskState.RUNNING, NOW + 1.5)
 
 
+def test_an_outcome_reported_without_its_start_still_passes_through_running() -> None:
+    # A task so quick that its start and its end reach the same report
+    board = board_with("w1")
+    submit(board, "t1")
+    assigned(board, "w1")
+    board.record_changes = True
+
+    board.report("w1", [], [Outcome(task_id="t1", ok=True, result=2)], NOW + 1)
+
+    states = [c.state for c in board.take_changes() if c.task_id == "t1"]
+    assert states == [TaskState.RUNNING, TaskState.SUCCESS]
+
+
 def test_a_successful_outcome_finishes_the_task_and_frees_the_slot() -> None:
     board = board_with("w1", concurrency=1)
     submit(board, "t1", "t2")

@@ -393,6 +393,8 @@ class TaskBoard:
     def _apply_outcome(self, record: TaskRecord, outcome: Outcome, now: float) -> TaskResult | None:
         if record.started_at is None:
             self._started(record, outcome.started_at or now)
+        if record.state == TaskState.ASSIGNED and not outcome.requeue:
+            self._apply(record, TaskEvent.START)  # it ran: its start and end came in one report
         if outcome.started_at is not None and outcome.finished_at is not None:
             ran = outcome.finished_at - outcome.started_at  # the subworker's own clock
         else:
