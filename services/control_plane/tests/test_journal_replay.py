@@ -150,7 +150,7 @@ def test_a_periodic_schedule_resumes_where_it_was() -> None:
     board, _ = j.replayed(NOW + 70)
     board.learn_tasks([TICK])
     board.learn_schedules([TICK], NOW + 70)
-    [info] = board.list_schedules(NOW + 70)
+    [info] = board.schedules.infos()
     assert (info.times_run, info.next_run, info.running) == (1, NOW + 120, True)
 
 
@@ -162,7 +162,7 @@ def test_a_changed_schedule_starts_afresh() -> None:
     board, _ = j.replayed(NOW + 70)
     hourly = TaskSignature(name="tick", repeat_interval=3600.0)
     board.learn_schedules([hourly], NOW + 70)
-    [info] = board.list_schedules(NOW + 70)
+    [info] = board.schedules.infos()
     assert (info.times_run, info.next_run) == (0, NOW + 70 + 3600)
 
 

@@ -90,7 +90,7 @@ def test_each_tick_queues_one_run_and_a_tick_during_a_run_is_skipped() -> None:
     assert board.release_due(NOW + 20) == 0  # still running: skipped, not stacked
     board.report("w", [], [Outcome(task_id=run.id, ok=True)], NOW + 25)
     assert board.release_due(NOW + 30) == 1
-    [info] = board.list_schedules(NOW + 30)
+    [info] = board.schedules.infos()
     assert (info.times_run, info.skipped, info.running, info.next_run) == (2, 1, True, NOW + 40)
     result = board.get(run.id, NOW + 30)
     assert result is not None

@@ -392,6 +392,8 @@ def test_registered_lists_the_signatures_sorted_by_name_as_plain_data() -> None:
         "rate_limit": None,
         "concurrency_limit": None,
         "concurrency_key": None,
+        "priority": "normal",
+        "result_ttl": None,
     }
     assert document[1]["max_retries"] == 1
     assert is_json(document)
@@ -412,6 +414,12 @@ def test_schedules_lists_each_periodic_task_with_its_runs(engine: Engine) -> Non
             "times_run": 1,
             "skipped": 0,
             "running": True,
+            "source": "declared",
+            "task": None,
+            "args": [],
+            "kwargs": {},
+            "priority": "normal",
+            "queue": None,
         }
     ]
     assert is_json(document)

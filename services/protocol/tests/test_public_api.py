@@ -40,6 +40,11 @@ EXPECTED_PUBLIC_NAMES = {
     "MAX_EDGES", "MAX_LINKS", "MAX_PARENTS", "MAX_STEPS", "CancelWorkflow", "Feed",
     "GetWorkflow", "OnFailure", "StepInfo", "StepState", "SubmitWorkflow", "WorkflowAccepted",
     "WorkflowCancelled", "WorkflowInfo", "WorkflowState", "WorkflowStep",
+    # dead letters and schedules at run time (issue 22)
+    "MAX_FAILED_ACTED", "MAX_FAILED_LISTED", "AddSchedule", "DeadLetter", "FailedFilter",
+    "FailedList", "FailedPurged", "FailedRetried", "ListFailed", "PurgeFailed",
+    "RemoveSchedule", "Retried", "RetryFailed", "ScheduleAdded", "ScheduleRemoved",
+    "ScheduleSpec",
 }  # fmt: skip
 
 OPS = {
@@ -55,7 +60,12 @@ OPS = {
     fp.LimitList: "limits", fp.SubmitWorkflow: "submit_workflow",
     fp.WorkflowAccepted: "workflow_accepted", fp.GetWorkflow: "get_workflow",
     fp.WorkflowInfo: "workflow_info", fp.CancelWorkflow: "cancel_workflow",
-    fp.WorkflowCancelled: "workflow_cancelled",
+    fp.WorkflowCancelled: "workflow_cancelled", fp.ListFailed: "list_failed",
+    fp.FailedList: "failed_list", fp.RetryFailed: "retry_failed",
+    fp.FailedRetried: "failed_retried", fp.PurgeFailed: "purge_failed",
+    fp.FailedPurged: "failed_purged", fp.AddSchedule: "add_schedule",
+    fp.ScheduleAdded: "schedule_added", fp.RemoveSchedule: "remove_schedule",
+    fp.ScheduleRemoved: "schedule_removed",
 }  # fmt: skip
 
 ERROR_CODES = {

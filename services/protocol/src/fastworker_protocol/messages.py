@@ -111,6 +111,7 @@ class TaskResult(Record):
     attempt_errors: list[TaskError] = []
     truncated: bool = False
     queue: str = DEFAULT_QUEUE
+    retry_of: str | None = None  # the dead letter this task runs again (retry_failed)
 
 
 class Param(Record, omit_defaults=True):
@@ -148,6 +149,10 @@ class TaskSignature(Record, omit_defaults=True):
     rate_limit: str | None = None
     concurrency_limit: Annotated[int, msgspec.Meta(ge=1)] | None = None
     concurrency_key: str | None = None
+    # The priority its periodic runs take; and how long its result is kept (0: not at
+    # all; ``None``: the control plane's ``--result-ttl``).
+    priority: Priority = Priority.NORMAL
+    result_ttl: Seconds | None = None
 
 
 class Outcome(Record):
@@ -179,6 +184,14 @@ class ScheduleInfo(Record):
     times_run: int = 0
     skipped: int = 0
     running: bool = False
+    # Issue 22: a schedule made at run time (``source="runtime"``) runs ``task`` with
+    # these arguments; a declared one (``source="declared"``) runs the task it is named for.
+    source: str = "declared"
+    task: str | None = None
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    priority: Priority = Priority.NORMAL
+    queue: str | None = None
 
 
 class WorkerInfo(Record):

@@ -39,6 +39,18 @@ from fastworker_protocol.messages import (
     Unregister,
     WorkerList,
 )
+from fastworker_protocol.operations import (
+    AddSchedule,
+    FailedList,
+    FailedPurged,
+    FailedRetried,
+    ListFailed,
+    PurgeFailed,
+    RemoveSchedule,
+    RetryFailed,
+    ScheduleAdded,
+    ScheduleRemoved,
+)
 from fastworker_protocol.workflows import (
     CancelWorkflow,
     GetWorkflow,
@@ -52,10 +64,12 @@ AnyMessage = (
     Submit | Get | Cancel | ListTasks | ListWorkers | ListSchedules
     | ListQueues | QueueAction | ListLimits | SetLimit
     | SubmitWorkflow | GetWorkflow | CancelWorkflow
+    | ListFailed | RetryFailed | PurgeFailed | AddSchedule | RemoveSchedule
     | Register | Fetch | Report | Drain | Unregister
     | Accepted | Results | Cancelled | TaskList | WorkerList | ScheduleList
     | QueueList | QueueActed | LimitList | Registered | Assign
     | WorkflowAccepted | WorkflowInfo | WorkflowCancelled
+    | FailedList | FailedRetried | FailedPurged | ScheduleAdded | ScheduleRemoved
     | Ack | Error
     | Announce | Probe
 )  # fmt: skip

@@ -50,7 +50,6 @@ from fastworker_protocol import (
     FailureReason,
     Outcome,
     Priority,
-    ScheduleInfo,
     TaskError,
     TaskEvent,
     TaskResult,
@@ -235,9 +234,6 @@ class TaskBoard:
     def learn_schedules(self, signatures: Iterable[TaskSignature], now: float) -> None:
         """Start the periodic tasks these registrations declare (once per name)."""
         self.schedules.learn(signatures, self.catalog.checkers, now)
-
-    def list_schedules(self, now: float) -> list[ScheduleInfo]:
-        return self.schedules.infos()
 
     def learn_tasks(self, signatures: Iterable[TaskSignature]) -> None:
         """Accept submissions of these tasks even before a subworker that runs them joins."""

@@ -127,7 +127,7 @@ def _whole(signature: TaskSignature) -> dict[str, Any]:
 
 
 def schedules(engine: Engine, now: float) -> list[Any]:
-    return [msgspec.to_builtins(s) for s in engine.board.list_schedules(now)]
+    return [msgspec.to_builtins(s) for s in engine.board.schedules.infos()]
 
 
 def throughput(engine: Engine, now: float, window: int) -> dict[str, Any]:

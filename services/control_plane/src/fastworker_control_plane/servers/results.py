@@ -77,7 +77,7 @@ class ResultsHandler:
             case ListWorkers():
                 return WorkerList(workers=engine.board.list_workers(engine.clock()))
             case ListSchedules():
-                return ScheduleList(schedules=engine.board.list_schedules(engine.clock()))
+                return ScheduleList(schedules=engine.board.schedules.infos())
             case ListQueues():
                 return QueueList(queues=queue_infos(engine.board, engine.clock()))
             case QueueAction(queue=queue, action=action):
