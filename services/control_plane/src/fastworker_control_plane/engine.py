@@ -14,6 +14,7 @@ from typing import Protocol
 
 import structlog
 
+from fastworker_control_plane.action_log import Action, ActionLog
 from fastworker_control_plane.core import queue_controls
 from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.limits import Scope
@@ -81,6 +82,7 @@ class Engine:
         self.journal: Journal | None = None  # set with --state-dir
         self.replication: Replication | None = None  # set on a replicated leader
         self._recorder = Recorder()
+        self.actions = ActionLog()
         if workflows is None:  # final workflows outlive their steps' results
             workflows = WorkflowBook(ttl=max(3600.0, board.config.result_ttl))
         self.workflows = WorkflowRunner(self, workflows)
@@ -180,6 +182,11 @@ class Engine:
         held = self._fetches.pop(worker_id, None)
         if held is not None and not held.done():
             held.set_result(Delivery())
+
+    def acted(self, kind: str, target: str, source: str, **detail: object) -> Action:
+        """Note an operator's action (``action_log``): the event stream sends it."""
+        log.info("operator action", action=kind, target=target, source=source, **detail)
+        return self.actions.record(kind, target, source, self.clock(), **detail)
 
     # --- queues and limits --------------------------------------------------------------
 
