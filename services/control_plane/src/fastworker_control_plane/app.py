@@ -135,7 +135,7 @@ class ControlPlane:
             ),
             self.readiness,
             routes.routes(),
-            self.config.auth_token,
+            self.config.tokens,
             details=None if leadership is None else leadership.details,
         )
         await self._web.start()
@@ -208,7 +208,7 @@ class ControlPlane:
             leadership.leading,
             leadership.settings,
             on_step_down=leadership.on_step_down,
-            auth_token=self.config.auth_token,
+            auth_token=self.config.tokens,
         )
         self.replication = replication
         self.engine.replication = replication
@@ -302,7 +302,7 @@ class ControlPlane:
     ) -> pynng.Socket:
         sock = self._bind(pynng.Rep0, addresses)
         server = ReplyServer(
-            name, sock, self.codec, handler, serves, self.config.auth_token, fence=self._fence
+            name, sock, self.codec, handler, serves, self.config.tokens, fence=self._fence
         )
         server.on_fault = lambda error: self._supervisor.report(f"the {name} server", error)
         server.start()

@@ -219,6 +219,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     )
     add_replication_options(parser)
     add_auth_token(parser)
+    add_option(
+        parser,
+        "--next-auth-token",
+        default=None,
+        secret=True,
+        help="while rotating the token: the new one, accepted as well as --auth-token",
+    )
     add_tls_options(parser, listening=True)
     add_option(
         parser,
@@ -323,6 +330,7 @@ def run(args: argparse.Namespace) -> int:
             salvage_journal=args.salvage_journal,
             tls=tls_from(args),
             auth_token=args.auth_token or None,
+            next_auth_token=args.next_auth_token or None,
             leader_election=args.leader_election or None,
             lease_duration=args.lease_duration,
             sync_replicas=args.sync_replicas,

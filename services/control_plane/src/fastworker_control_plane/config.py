@@ -22,6 +22,7 @@ from fastworker_protocol import (
     tcp_address,
 )
 from fastworker_subworker.processes import cpu_count
+from fastworker_subworker.tokens import Tokens
 
 _WILDCARDS = {"0.0.0.0", "::", "*", ""}
 REPLICATION_OFFSET = 6  # the replication port is the base port + 6 unless set
@@ -57,6 +58,8 @@ class ControlPlaneConfig:
     announce_interval: float = 2.0
     # Every request must carry it when set; compared in constant time, never shown.
     auth_token: str | None = field(default=None, repr=False)
+    # Also accepted while rotating the token (never sent): the token everyone moves to.
+    next_auth_token: str | None = field(default=None, repr=False)
     http_port: int = DEFAULT_HTTP_PORT  # dashboard, API, /metrics, health; 0 turns it off
     state_dir: str | None = None  # the journal's directory; None keeps everything in memory
     # Replay a journal damaged mid-file (skipping the damage) instead of refusing to start.
@@ -71,6 +74,8 @@ class ControlPlaneConfig:
     replica_id: str | None = None  # this replica's name (default: host:replication port)
 
     def __post_init__(self) -> None:
+        if self.next_auth_token and not self.auth_token:
+            raise ValueError("--next-auth-token is for rotating a token: set --auth-token too")
         PortMap(self.base_port)  # validates the range
         if not 0 < self.discovery_port <= 65535:
             raise ValueError(f"discovery port {self.discovery_port} is outside 1..65535")
@@ -118,6 +123,11 @@ class ControlPlaneConfig:
     def replica_name(self) -> str:
         """``replica_id``, else the host name and replication port (unique on a host)."""
         return self.replica_id or f"{socket.gethostname()}:{self.replication_port_number}"
+
+    @property
+    def tokens(self) -> Tokens | None:
+        """The tokens requests may carry: ``auth_token``, and ``next_auth_token`` if set."""
+        return None if not self.auth_token else Tokens(self.auth_token, self.next_auth_token)
 
     @property
     def ports(self) -> PortMap:

@@ -8,7 +8,6 @@ No task ever travels over HTTP.
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Callable, Iterable
 
 import structlog
@@ -17,6 +16,7 @@ from aiohttp.typedefs import Handler, Middleware
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from fastworker_subworker.health import PortInUse
+from fastworker_subworker.tokens import Tokens
 
 log = structlog.get_logger(__name__)
 
@@ -31,7 +31,7 @@ class WebServer:
         metrics: CollectorRegistry,
         readiness: Readiness,
         routes: Iterable[web.AbstractRouteDef] = (),
-        auth: str | None = None,
+        auth: str | Tokens | None = None,
         details: Callable[[], dict[str, object]] | None = None,
     ) -> None:
         """``details``: more to say in ``/readyz``'s JSON, ready or not (a replica's role)."""
@@ -40,7 +40,8 @@ class WebServer:
         self.port = port
         self._metrics = metrics
         self._readiness = readiness
-        self.app = web.Application(middlewares=[] if auth is None else [token_required(auth)])
+        tokens = Tokens.of(auth)
+        self.app = web.Application(middlewares=[] if tokens is None else [token_required(tokens)])
         self.app.add_routes(
             [
                 web.get("/healthz", self._healthz),
@@ -90,15 +91,13 @@ OPEN_PATHS = ("/healthz", "/readyz", "/static/")  # health for orchestrators; pa
 TOKEN_COOKIE = "fastworker_token"
 
 
-def token_required(token: str) -> Middleware:
+def token_required(tokens: Tokens) -> Middleware:
     """With a shared token set, everything but health and static assets needs it: as
     ``Authorization: Bearer <token>`` (tools, Prometheus), or once as ``?token=`` in the
     address bar, which sets a cookie for the dashboard's own requests (an EventSource
-    cannot send headers). Compared in constant time."""
-    expected = token.encode()
-
-    def matches(offered: str | None) -> bool:
-        return offered is not None and hmac.compare_digest(offered.encode(), expected)
+    cannot send headers). Compared in constant time; during a rotation the next token is
+    accepted too (``Tokens``)."""
+    matches = tokens.accepts
 
     @web.middleware
     async def check_token(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -111,7 +110,8 @@ def token_required(token: str) -> Middleware:
             # Drop the token from the address bar (and from history) once the cookie is set.
             rest = {k: v for k, v in request.rel_url.query.items() if k != "token"}
             response = web.HTTPFound(request.rel_url.with_query(rest))
-            response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="Strict")
+            offered = request.query["token"]
+            response.set_cookie(TOKEN_COOKIE, offered, httponly=True, samesite="Strict")
             raise response
         return web.json_response(
             {

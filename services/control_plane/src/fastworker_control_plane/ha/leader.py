@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import time
 from collections import deque
 from collections.abc import Callable
@@ -36,6 +35,7 @@ from fastworker_control_plane.replication import messages as m
 from fastworker_control_plane.replication import sender
 from fastworker_control_plane.replication.source import LeaderLog
 from fastworker_control_plane.replication.tracker import LAG_BOUND, Lag, Mode, Tracker
+from fastworker_subworker.tokens import Tokens
 
 log = structlog.get_logger(__name__)
 
@@ -84,11 +84,11 @@ class LeaderReplication:
         settings: ReplicationSettings,
         *,
         on_step_down: Callable[[int], None],
-        auth_token: str | None = None,
+        auth_token: str | Tokens | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.epoch = epoch
-        self._auth = None if auth_token is None else auth_token.encode()
+        self._auth = Tokens.of(auth_token)
         self.settings = settings
         self._journal = journal
         self._leading = leading
@@ -229,7 +229,7 @@ class LeaderReplication:
             return m.Hello(epoch=self.epoch, log_id=b"", size=0)  # nothing of the journal
         if not isinstance(said, m.Ack | m.Refused):
             return m.Hello(epoch=self.epoch, log_id=b"", size=0)
-        if self._auth is not None and not hmac.compare_digest(said.auth.encode(), self._auth):
+        if self._auth is not None and not self._auth.accepts(said.auth):
             log.warning("replication: a follower without the auth token", replica=said.replica)
             await asyncio.sleep(self.settings.heartbeat)  # no tight loop for a misconfigured one
             return m.Hello(epoch=self.epoch, log_id=b"", size=0)  # nothing of the journal

@@ -41,7 +41,7 @@ class Standby:
                 config.http_port,
                 metrics,
                 readiness,
-                auth=config.auth_token,
+                auth=config.tokens,
                 details=details,
             )
 

@@ -31,6 +31,7 @@ from fastworker_protocol import (
     Message,
 )
 from fastworker_subworker.nng_io import ContextIO, Inbox, PendingSends, close_pipe
+from fastworker_subworker.tokens import Tokens
 
 log = structlog.get_logger(__name__)
 
@@ -52,7 +53,7 @@ class ReplyServer:
         codec: Codec,
         handler: Handler,
         serves: tuple[type[Message], ...],
-        auth: str | None = None,
+        auth: str | Tokens | None = None,
         *,
         max_queued_replies: int = _MAX_QUEUED_REPLIES,
         fence: Callable[[], str | None] | None = None,

@@ -10,7 +10,6 @@ request without it gets ``unauthorized`` before anything else about it is looked
 from __future__ import annotations
 
 import asyncio
-import hmac
 from collections.abc import Awaitable, Callable
 
 import structlog
@@ -25,6 +24,7 @@ from fastworker_protocol import (
     Message,
     message_op,
 )
+from fastworker_subworker.tokens import Tokens
 
 log = structlog.get_logger(__name__)
 
@@ -42,7 +42,7 @@ class Responder:
         codec: Codec,
         handler: Handler,
         serves: tuple[type[Message], ...],
-        auth: str | None = None,
+        auth: str | Tokens | None = None,
         fence: Callable[[], str | None] | None = None,
     ) -> None:
         """``fence`` says why this process must not answer now (a replica that is no
@@ -52,7 +52,7 @@ class Responder:
         self._codec = codec
         self._handler = handler
         self._serves = serves
-        self._auth = None if auth is None else auth.encode()
+        self._auth = Tokens.of(auth)
         self._unauthorized = codec.encode(Error(code=ErrorCode.UNAUTHORIZED, message=_UNAUTHORIZED))
 
     async def reply_to(self, data: bytes, pipe_id: int) -> bytes:
@@ -99,9 +99,7 @@ class Responder:
 
     def _authorized(self, data: bytes) -> bool:
         assert self._auth is not None
-        token = self._codec.auth_of(data)  # read before anything else of the request
-        given = b"" if token is None else token.encode()
-        return hmac.compare_digest(given, self._auth)
+        return self._auth.accepts(self._codec.auth_of(data))  # before anything else is read
 
     def _error(self, code: ErrorCode, message: str) -> bytes:
         return self._codec.encode(Error(code=code, message=message))
