@@ -350,6 +350,8 @@ async def test_registered_lists_every_task_name_with_its_parameters_and_policy(
         "rate_limit",
         "concurrency_limit",
         "concurrency_key",
+        "priority",
+        "result_ttl",
     }
     assert by_name["add"]["params"] == [
         {"name": "x", "kind": "POSITIONAL_OR_KEYWORD", "has_default": False},
