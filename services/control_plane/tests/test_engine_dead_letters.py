@@ -1,6 +1,7 @@
 """Dead letters through the engine and the results port's handler: list, retry and purge
 reply as the protocol says, operators' actions are noted (with their source), a retried
-task is dispatched, and the ``fastworker_dead_letters`` gauge counts the store."""
+task is dispatched, and the ``fastworker_dead_letters`` gauge counts the store. A task
+that keeps no result (``result_ttl=0``) still answers whoever waits for it."""
 
 from __future__ import annotations
 
@@ -116,3 +117,19 @@ def test_the_dead_letter_gauge_counts_the_store() -> None:
 
     assert "# TYPE fastworker_dead_letters gauge" in text
     assert "\nfastworker_dead_letters 2.0\n" in text
+
+
+async def test_a_client_waiting_for_a_task_that_keeps_no_result_still_gets_it() -> None:
+    engine = Engine(TaskBoard(), heartbeat_timeout=10, clock=lambda: NOW)
+    engine.board.register("w", "w", 1, [TaskSignature(name="secret", result_ttl=0.0)], NOW)
+    engine.submit([TaskSpec(name="secret", id="s")], Priority.NORMAL)
+    waiting = asyncio.ensure_future(engine.wait(["s"], 5))
+    await asyncio.sleep(0)
+    engine.board.dispatch(["w"], NOW)
+
+    engine.report("w", [], [Outcome(task_id="s", ok=True, result=42)])
+
+    [result] = await asyncio.wait_for(waiting, 2)
+    assert result is not None
+    assert result.result == 42
+    assert engine.lookup("s") is None  # a later read: unknown, as an expired result
