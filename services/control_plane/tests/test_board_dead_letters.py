@@ -109,6 +109,20 @@ def test_a_lost_subworker_makes_a_dead_letter_but_a_cancel_does_not() -> None:
     assert letter.error.reason == FailureReason.WORKER_LOST
 
 
+def test_a_task_silent_past_its_time_limit_becomes_a_dead_letter() -> None:
+    board = board_with()
+    board.submit([TaskSpec(name="echo", id="t", args=[1], timeout=5.0)], Priority.NORMAL, NOW)
+    board.dispatch(["w"], NOW)
+    board.report("w", ["t"], [], NOW)
+
+    board.time_out_overdue(NOW + 16, margin=10.0)
+
+    [letter] = dead_letter_ops.listing(board, FailedFilter(), 10, NOW + 16).tasks
+    assert (letter.task_id, letter.args) == ("t", [1])
+    assert letter.error is not None
+    assert letter.error.reason == FailureReason.TIMEOUT
+
+
 def test_listing_cuts_large_letters_and_stops_before_the_reply_would_be_too_large() -> None:
     board = board_with(max_message_size=300_000)
     for n in range(5):
