@@ -452,7 +452,8 @@ class Engine:
         self.arm_timer()
 
     def maintain(self, *, sweep: bool = True) -> None:
-        """Periodic upkeep: drop silent subworkers and (if ``sweep``) expired results.
+        """Periodic upkeep: drop silent subworkers and (if ``sweep``) expired results and
+        dead letters.
 
         A worker whose fetch is being held is not silent: it is waiting on us.
         """
@@ -461,6 +462,7 @@ class Engine:
             self.kick()
         if sweep:
             self.board.results.sweep(now)
+            self.board.dead_letters.sweep(now)
             self.workflows.sweep()
             self.board.forget_stale_keys(now)
         for worker_id in self._fetches:
