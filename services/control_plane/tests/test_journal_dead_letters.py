@@ -11,7 +11,7 @@ import msgspec
 from fastworker_control_plane.core import dead_letter_ops
 from fastworker_control_plane.core.board import BoardConfig, TaskBoard
 from fastworker_control_plane.durability.entries import Recorder, Recovered, snapshot
-from fastworker_control_plane.durability.schema import Dead, DeadGone, Entry
+from fastworker_control_plane.durability.schema import Dead, DeadGone, Entry, StoredDead
 from fastworker_protocol import (
     DeadLetter,
     FailedFilter,
@@ -134,3 +134,19 @@ def test_a_result_comes_back_for_its_tasks_own_ttl_before_any_registration() -> 
     assert board.get("brief", NOW + 60) is None
     assert board.get("secret", NOW + 30) is None
     assert replayed(j.entries, NOW + 61, result_ttl=3600.0).get("brief", NOW + 61) is None
+
+
+def test_dead_letter_entries_are_tagged_maps_with_field_names() -> None:
+    letter = StoredDead(id="t", name="echo", priority=Priority.LOW, failed_at=NOW, args=[1])
+
+    written = msgspec.msgpack.decode(
+        msgspec.msgpack.encode([Dead(letter=letter), DeadGone(task_ids=["t"])])
+    )
+
+    assert written == [
+        {
+            "type": "dead",
+            "letter": {"id": "t", "name": "echo", "priority": "low", "failed_at": NOW, "args": [1]},
+        },
+        {"type": "dead_gone", "task_ids": ["t"]},
+    ]
