@@ -7,9 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+import pytest
 
 from fastworker_control_plane.core import dead_letter_ops
 from fastworker_control_plane.core.board import BoardConfig, TaskBoard
+from fastworker_control_plane.durability import entries
 from fastworker_control_plane.durability.entries import Recorder, Recovered, snapshot
 from fastworker_control_plane.durability.schema import Dead, DeadGone, Entry, StoredDead
 from fastworker_protocol import (
@@ -150,3 +152,16 @@ def test_dead_letter_entries_are_tagged_maps_with_field_names() -> None:
         },
         {"type": "dead_gone", "task_ids": ["t"]},
     ]
+
+
+def test_a_large_purge_is_written_in_several_entries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(entries, "GONE_PER_ENTRY", 2)
+    j = Journaled()
+    j.fail("a", "b", "c", "d", "e")
+    dead_letter_ops.purge(j.board, FailedFilter(), True, NOW)
+    j.record()
+
+    gone = [e.task_ids for e in j.entries if isinstance(e, DeadGone)]
+
+    assert [len(ids) for ids in gone] == [2, 2, 1]
+    assert len(replayed(j.entries, NOW + 1).dead_letters) == 0
