@@ -29,6 +29,7 @@ from fastworker_control_plane.tracing import DispatchTracer
 from fastworker_control_plane.waiters import CompletionWaiters
 from fastworker_control_plane.workflow_runner import WorkflowRunner
 from fastworker_protocol import (
+    MAX_FAILED_LISTED,
     Assign,
     ErrorCode,
     FailedFilter,
@@ -196,7 +197,9 @@ class Engine:
     # --- dead letters ---------------------------------------------------------------
 
     def list_failed(self, filter: FailedFilter, limit: int) -> FailedList:
-        """The newest dead letters ``filter`` selects, ``limit`` at most, cut to fit."""
+        """The newest dead letters ``filter`` selects, ``limit`` at most (capped at
+        ``MAX_FAILED_LISTED``), cut to fit one reply."""
+        limit = min(limit, MAX_FAILED_LISTED)
         return dead_letter_ops.listing(self.board, filter, limit, self.clock())
 
     def retry_failed(self, filter: FailedFilter, all_matching: bool, source: str) -> FailedRetried:
