@@ -15,7 +15,7 @@ from typing import Protocol
 import structlog
 
 from fastworker_control_plane.action_log import Action, ActionLog
-from fastworker_control_plane.core import queue_controls
+from fastworker_control_plane.core import queue_controls, runtime_schedules
 from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.limits import Scope
 from fastworker_control_plane.core.rejected import Rejected
@@ -33,6 +33,9 @@ from fastworker_protocol import (
     ErrorCode,
     Outcome,
     Priority,
+    ScheduleAdded,
+    ScheduleRemoved,
+    ScheduleSpec,
     TaskResult,
     TaskSignature,
     TaskSpec,
@@ -209,6 +212,26 @@ class Engine:
         log.info("limit changed", scope=str(scope), name=name, rate=rate, concurrency=concurrency)
         self.kick()
         self.arm_timer()
+
+    # --- schedules made at run time ---------------------------------------------------------
+
+    def add_schedule(self, spec: ScheduleSpec, source: str) -> ScheduleAdded:
+        """Make (or replace) a run-time schedule (``core.runtime_schedules``) and arm its
+        first tick; ``source`` is the door the request came in by (``action_log``)."""
+        self.check_writable()
+        info, created = runtime_schedules.add(self.board, spec, self.clock())
+        self.acted("schedule.add", spec.name, source, task=spec.task, spec=info.spec)
+        self.kick()  # publishes (journals) it
+        self.arm_timer()
+        return ScheduleAdded(schedule=info, created=created)
+
+    def remove_schedule(self, name: str, source: str) -> ScheduleRemoved:
+        """Stop a run-time schedule; ``removed`` is false when none had that name."""
+        self.check_writable()
+        removed = runtime_schedules.remove(self.board, name)
+        self.acted("schedule.remove", name, source, removed=removed)
+        self.kick()
+        return ScheduleRemoved(name=name, removed=removed)
 
     # --- subworkers ------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 """Results server: client REQ -> control plane REP on base+4 (results, status, cancel,
-listings, queue and limit controls, workflows' state and cancel)."""
+listings, queue and limit controls, workflows' state and cancel, run-time schedules)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from fastworker_control_plane.core.limits import Scope
 from fastworker_control_plane.core.queue_views import limit_infos, queue_infos
 from fastworker_control_plane.engine import Engine
 from fastworker_protocol import (
+    AddSchedule,
     Cancel,
     Cancelled,
     CancelWorkflow,
@@ -22,6 +23,7 @@ from fastworker_protocol import (
     QueueActed,
     QueueAction,
     QueueList,
+    RemoveSchedule,
     Results,
     ScheduleList,
     SetLimit,
@@ -41,6 +43,8 @@ SERVES: tuple[type[Message], ...] = (
     SetLimit,
     GetWorkflow,
     CancelWorkflow,
+    AddSchedule,
+    RemoveSchedule,
 )
 MAX_LISTED = 10_000
 
@@ -78,6 +82,14 @@ class ResultsHandler:
                 return WorkerList(workers=engine.board.list_workers(engine.clock()))
             case ListSchedules():
                 return ScheduleList(schedules=engine.board.schedules.infos())
+            case AddSchedule(schedule=spec):
+                added = engine.add_schedule(spec, source="client")
+                await engine.durable()
+                return added
+            case RemoveSchedule(name=name):
+                removed = engine.remove_schedule(name, source="client")
+                await engine.durable()
+                return removed
             case ListQueues():
                 return QueueList(queues=queue_infos(engine.board, engine.clock()))
             case QueueAction(queue=queue, action=action):
