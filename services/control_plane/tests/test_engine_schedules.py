@@ -12,6 +12,7 @@ import pytest
 
 from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.rejected import Rejected
+from fastworker_control_plane.dashboard import views
 from fastworker_control_plane.engine import Engine
 from fastworker_control_plane.servers.results import SERVES, ResultsHandler
 from fastworker_protocol import (
@@ -121,3 +122,18 @@ async def test_a_refused_schedule_raises_for_the_error_reply_and_is_not_an_actio
         ErrorCode.INVALID_MESSAGE,
     )
     assert engine.actions.since(0) == []
+
+
+async def test_the_dashboard_lists_a_run_time_schedule_with_what_it_runs(engine: Engine) -> None:
+    engine.add_schedule(SPEC, source="http")
+
+    document = views.schedules(engine, NOW)
+
+    assert [s["name"] for s in document] == ["acme", "tick"]
+    assert {k: document[0][k] for k in ("source", "task", "args", "kwargs", "priority")} == {
+        "source": "runtime",
+        "task": "report",
+        "args": ["acme"],
+        "kwargs": {},
+        "priority": "normal",
+    }

@@ -14,6 +14,7 @@ from fastworker_control_plane.durability.schema import (
     ScheduleDefined,
     ScheduleDropped,
     Tick,
+    stored_schedule,
 )
 from fastworker_protocol import Param, Priority, ScheduleInfo, ScheduleSpec, TaskSignature
 
@@ -198,3 +199,21 @@ def test_a_journal_of_only_older_entries_replays_without_run_time_schedules() ->
 
     assert board.schedules.defined == {}
     assert list(board.saved_periodics) == ["tick"]
+
+
+def test_schedule_entries_are_tagged_maps_with_field_names() -> None:
+    defined = ScheduleDefined(schedule=stored_schedule(SPEC))
+    assert msgspec.msgpack.decode(msgspec.msgpack.encode(defined)) == {
+        "type": "schedule",
+        "schedule": {
+            "name": "acme",
+            "task": "report",
+            "args": ["acme"],
+            "interval": 60.0,
+            "priority": "low",
+            "queue": "reports",
+        },
+    }
+    dropped = msgspec.msgpack.encode(ScheduleDropped(name="acme"))
+    assert msgspec.msgpack.decode(dropped) == {"type": "unschedule", "name": "acme"}
+    assert msgspec.msgpack.decode(msgspec.msgpack.encode(defined), type=Entry) == defined
