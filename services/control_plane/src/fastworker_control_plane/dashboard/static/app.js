@@ -1680,8 +1680,8 @@
     if (row.call_ !== shown) {
       row.call_ = shown;
       callCell.replaceChildren(
-        el('span', null, truncate(call, 80)), ' ',
-        el('span', { class: 'muted' }, s.queue ? `${label} · queue ${s.queue}` : label));
+        el('div', null, truncate(call, 60)), ' ',
+        el('div', { class: 'muted' }, s.queue ? `${label} · queue ${s.queue}` : label));
     }
     setAttr(callCell, 'title', call);
     setText(specCell, s.spec || '–');
