@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 import pytest
+import structlog
 
 from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.rejected import Rejected
@@ -137,3 +138,22 @@ async def test_the_dashboard_lists_a_run_time_schedule_with_what_it_runs(engine:
         "kwargs": {},
         "priority": "normal",
     }
+
+
+async def test_a_schedule_a_declaration_takes_the_name_of_is_dropped_with_a_warning(
+    engine: Engine,
+) -> None:
+    engine.add_schedule(report_spec("nightly"), source="client")
+    nightly = TaskSignature(name="nightly", repeat_interval=5.0)
+
+    with structlog.testing.capture_logs() as logs:
+        engine.register("w2", "w2", 1, [nightly], -1, local=False)
+
+    assert "nightly" not in engine.board.schedules.defined
+    [warning] = [e for e in logs if e["log_level"] == "warning"]
+    assert warning["schedules"] == ["nightly"]
+    assert "run-time schedules dropped" in warning["event"]
+
+
+def report_spec(name: str) -> ScheduleSpec:
+    return ScheduleSpec(name=name, task="report", args=["acme"], interval=60.0)

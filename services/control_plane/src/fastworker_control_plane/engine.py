@@ -247,6 +247,8 @@ class Engine:
         confirms: bool = False,
         queues: dict[str, int] | None = None,
     ) -> None:
+        defined = self.board.schedules.defined
+        named = [s.name for s in signatures if s.name in defined]  # declared now, maybe
         self.finished(
             self.board.register(
                 worker_id,
@@ -259,6 +261,12 @@ class Engine:
                 queues=queues,
             )
         )
+        if taken := [n for n in named if n not in defined]:
+            log.warning(
+                "run-time schedules dropped: their tasks now declare schedules of these names",
+                schedules=taken,
+                worker_id=worker_id,
+            )
         self.seen(worker_id, pipe_id)
         self.kick()
         self.arm_timer()
