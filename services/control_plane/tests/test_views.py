@@ -415,7 +415,7 @@ def test_schedules_lists_each_periodic_task_with_its_runs(engine: Engine) -> Non
             "skipped": 0,
             "running": True,
             "source": "declared",
-            "task": None,
+            "task": "tick",
             "args": [],
             "kwargs": {},
             "priority": "normal",

@@ -15,7 +15,7 @@ from typing import Protocol
 import structlog
 
 from fastworker_control_plane.action_log import Action, ActionLog
-from fastworker_control_plane.core import dead_letter_ops, queue_controls
+from fastworker_control_plane.core import dead_letter_ops, queue_controls, runtime_schedules
 from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.limits import Scope
 from fastworker_control_plane.core.rejected import Rejected
@@ -38,6 +38,9 @@ from fastworker_protocol import (
     FailedRetried,
     Outcome,
     Priority,
+    ScheduleAdded,
+    ScheduleRemoved,
+    ScheduleSpec,
     TaskResult,
     TaskSignature,
     TaskSpec,
@@ -244,6 +247,26 @@ class Engine:
         self.kick()
         self.arm_timer()
 
+    # --- schedules made at run time ---------------------------------------------------------
+
+    def add_schedule(self, spec: ScheduleSpec, source: str) -> ScheduleAdded:
+        """Make (or replace) a run-time schedule (``core.runtime_schedules``) and arm its
+        first tick; ``source`` is the door the request came in by (``action_log``)."""
+        self.check_writable()
+        info, created = runtime_schedules.add(self.board, spec, self.clock())
+        self.acted("schedule.add", spec.name, source, task=spec.task, spec=info.spec)
+        self.kick()  # publishes (journals) it
+        self.arm_timer()
+        return ScheduleAdded(schedule=info, created=created)
+
+    def remove_schedule(self, name: str, source: str) -> ScheduleRemoved:
+        """Stop a run-time schedule; ``removed`` is false when none had that name."""
+        self.check_writable()
+        removed = runtime_schedules.remove(self.board, name)
+        self.acted("schedule.remove", name, source, removed=removed)
+        self.kick()
+        return ScheduleRemoved(name=name, removed=removed)
+
     # --- subworkers ------------------------------------------------------------------------
 
     def register(
@@ -258,6 +281,8 @@ class Engine:
         confirms: bool = False,
         queues: dict[str, int] | None = None,
     ) -> None:
+        defined = self.board.schedules.defined
+        named = [s.name for s in signatures if s.name in defined]  # declared now, maybe
         self.finished(
             self.board.register(
                 worker_id,
@@ -270,6 +295,12 @@ class Engine:
                 queues=queues,
             )
         )
+        if taken := [n for n in named if n not in defined]:
+            log.warning(
+                "run-time schedules dropped: their tasks now declare schedules of these names",
+                schedules=taken,
+                worker_id=worker_id,
+            )
         self.seen(worker_id, pipe_id)
         self.kick()
         self.arm_timer()

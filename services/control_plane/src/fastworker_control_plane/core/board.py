@@ -229,8 +229,8 @@ class TaskBoard:
         record = self._tasks.get(key)
         return record is not None and record.state in _WAITING_FOR_TIME
 
-    def _enqueue_periodic(self, spec: TaskSpec, now: float) -> str:
-        return self.enqueue(spec, task_size(spec), Priority.NORMAL, now)
+    def _enqueue_periodic(self, spec: TaskSpec, priority: Priority, now: float) -> str:
+        return self.enqueue(spec, task_size(spec), priority, now)
 
     def learn_schedules(self, signatures: Iterable[TaskSignature], now: float) -> None:
         """Start the periodic tasks these registrations declare (once per name)."""

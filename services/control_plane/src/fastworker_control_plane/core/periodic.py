@@ -1,7 +1,10 @@
 """Periodic tasks: when each one is due next, and what happened at each tick.
 
 A periodic task is defined by its task's registration (``repeat_interval`` seconds, or a
-``cron`` expression in ``cron_tz``, UTC by default). Its ticks live on the board's
+``cron`` expression in ``cron_tz``, UTC by default), or made at run time
+(``runtime_schedules``: a named schedule running a task with arguments). Each tick runs
+``task`` with ``args`` / ``kwargs`` at ``priority`` (a declared one: its own task, with no
+arguments, at the priority its registration declares). Its ticks live on the board's
 scheduler heap, so one control plane decides each tick once, however many subworkers run
 the task. Interval ticks stay on their grid (``start + n * interval``), whatever the runs
 take; cron ticks follow the expression in the given time zone, DST included (cronsim).
@@ -11,18 +14,20 @@ A tick that finds the previous run still going is skipped and counted, never sta
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import msgspec
 from cronsim import CronSim, CronSimError
 
-from fastworker_protocol import ScheduleInfo, TaskSignature
+from fastworker_protocol import Priority, ScheduleInfo, TaskSignature
 
 MIN_INTERVAL = 0.01  # seconds between ticks of a periodic task, at least
 MAX_INTERVAL = 366 * 24 * 3600.0  # and at most a year
 CRON_FIELDS = 5
+DECLARED, RUNTIME = "declared", "runtime"  # where a schedule comes from
 
 
 class BadSchedule(ValueError):
@@ -63,6 +68,13 @@ class Periodic:
     times_run: int = 0
     skipped: int = 0
     current: str | None = None  # id of the run in progress, if any
+    # What each tick runs: ``task`` (the schedule's name when empty) with these arguments.
+    task: str = ""
+    args: list[Any] = field(default_factory=list)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    priority: Priority = Priority.NORMAL
+    queue: str | None = None  # ``None``: the task's own queue
+    source: str = DECLARED
 
     @classmethod
     def of(cls, signature: TaskSignature, now: float) -> Periodic | None:
@@ -72,22 +84,38 @@ class Periodic:
             return None
         if signature.repeat_interval is not None and signature.cron is not None:
             raise BadSchedule(f"{signature.name}: give repeat_interval or cron, not both")
-        interval = signature.repeat_interval
+        periodic = cls.timed(
+            signature.name, signature.repeat_interval, signature.cron, signature.cron_tz, now
+        )
+        periodic.task, periodic.priority = signature.name, signature.priority
+        return periodic
+
+    @classmethod
+    def timed(
+        cls, name: str, interval: float | None, cron: str | None, tz_name: str, now: float
+    ) -> Periodic:
+        """A schedule every ``interval`` seconds or on ``cron`` (one of them) in
+        ``tz_name``, first due after ``now``. Raises ``BadSchedule`` for an unusable one."""
         if interval is not None and not MIN_INTERVAL <= interval <= MAX_INTERVAL:
             # NaN fails both comparisons too; tinier steps would spin the scheduler.
             raise BadSchedule(
-                f"{signature.name}: repeat_interval must be between {MIN_INTERVAL:g} and "
+                f"{name}: the interval must be between {MIN_INTERVAL:g} and "
                 f"{MAX_INTERVAL:g} seconds, not {interval!r}"
             )
-        if signature.cron is not None:
-            _check_fields(signature.name, signature.cron)
+        if cron is not None:
+            _check_fields(name, cron)
         try:
-            tz = ZoneInfo(signature.cron_tz)
+            tz = ZoneInfo(tz_name)
         except (ZoneInfoNotFoundError, ValueError) as exc:
-            raise BadSchedule(f"{signature.name}: unknown time zone {signature.cron_tz!r}") from exc
-        periodic = cls(signature.name, signature.repeat_interval, signature.cron, tz, now)
-        periodic.next_run = periodic._after(now) if signature.cron else now + periodic._step()
+            raise BadSchedule(f"{name}: unknown time zone {tz_name!r}") from exc
+        periodic = cls(name, interval, cron, tz, now)
+        periodic.next_run = periodic._after(now) if cron is not None else now + periodic._step()
         return periodic
+
+    @property
+    def runs(self) -> str:
+        """The task each tick runs."""
+        return self.task or self.name
 
     @property
     def spec(self) -> str:
@@ -121,6 +149,12 @@ class Periodic:
             times_run=self.times_run,
             skipped=self.skipped,
             running=running,
+            source=self.source,
+            task=self.runs,
+            args=self.args,
+            kwargs=self.kwargs,
+            priority=self.priority,
+            queue=self.queue,
         )
 
     def advance(self, now: float) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from fastworker_control_plane.core import runtime_schedules
 from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.board_types import Change
 from fastworker_control_plane.core.limits import Scope, Setting
@@ -27,20 +28,25 @@ from fastworker_control_plane.durability.schema import (
     Done,
     Entry,
     Put,
+    ScheduleDefined,
+    ScheduleDropped,
     Step,
     StoredDead,
     StoredLimit,
     StoredPeriodic,
+    StoredSchedule,
     StoredTask,
     Tick,
     dead_letter,
     periodic_state,
+    schedule_spec,
     stored_dead,
     stored_periodic,
+    stored_schedule,
     stored_task,
     task_record,
 )
-from fastworker_protocol import TaskState
+from fastworker_protocol import ScheduleSpec, TaskState
 
 _STEPS = (TaskState.ASSIGNED, TaskState.RUNNING)
 GONE_PER_ENTRY = 10_000  # dead-letter ids per DeadGone entry
@@ -57,10 +63,16 @@ class Recorder:
     def __init__(self) -> None:
         self._periodics: dict[str, PeriodicState] = {}  # as last written
         self.controls_version = 0  # the board's ``controls_version`` last written
+        self._defined: dict[str, ScheduleSpec] = {}  # run-time schedules, as last written
+        self.schedules_version = 0  # the board's ``schedules.version`` last written
 
     def behind(self, board: TaskBoard) -> bool:
         """Whether the board has changes not yet made entries of (beyond transitions)."""
-        return board.controls_version != self.controls_version or bool(board.dead_letters.removed)
+        return (
+            board.controls_version != self.controls_version
+            or board.schedules.version != self.schedules_version
+            or bool(board.dead_letters.removed)
+        )
 
     def entries(self, changes: Iterable[Change], board: TaskBoard) -> list[Entry]:
         entries: list[Entry] = []
@@ -88,6 +100,9 @@ class Recorder:
                     letter = board.dead_letters.peek(record.id)
                     if letter is not None:
                         entries.append(Dead(letter=stored_dead(letter)))
+        if board.schedules.version != self.schedules_version:
+            self.schedules_version = board.schedules.version
+            entries += self._definitions(board.schedules.defined)
         for periodic in board.periodics.values():
             state = periodic.state()
             if self._periodics.get(periodic.name) != state:
@@ -99,6 +114,21 @@ class Recorder:
         gone = board.dead_letters.take_removed()
         for at in range(0, len(gone), GONE_PER_ENTRY):  # a purge of 100,000: ten entries
             entries.append(DeadGone(task_ids=gone[at : at + GONE_PER_ENTRY]))
+        return entries
+
+    def _definitions(self, defined: dict[str, ScheduleSpec]) -> list[Entry]:
+        """The run-time schedules made, replaced or dropped since last written; each one's
+        progress is written again after (a definition starts it afresh on replay)."""
+        entries: list[Entry] = []
+        for name in [n for n in self._defined if n not in defined]:
+            del self._defined[name]
+            self._periodics.pop(name, None)
+            entries.append(ScheduleDropped(name=name))
+        for name, spec in defined.items():
+            if self._defined.get(name) is not spec:
+                self._defined[name] = spec
+                self._periodics.pop(name, None)
+                entries.append(ScheduleDefined(schedule=stored_schedule(spec)))
         return entries
 
 
@@ -117,9 +147,11 @@ def snapshot(board: TaskBoard, now: float) -> list[Entry]:
     kept = sorted(board.results.values(now), key=lambda r: r.finished_at or 0.0)
     periodics = [p.state() for p in board.periodics.values()]
     periodics += board.saved_periodics.values()
+    defined = board.schedules.defined.values()
     return [
         *(Done(task=stored_task(record)) for record in kept),
         *(Put(task=stored_task(record)) for record in board.live_records()),
+        *(ScheduleDefined(schedule=stored_schedule(spec)) for spec in defined),  # then Ticks
         *(Tick(periodic=stored_periodic(state)) for state in periodics),
         *([controls(board)] if board.queues.paused or board.limits.settings else []),
         *(Dead(letter=stored_dead(letter)) for letter in board.dead_letters.letters()),
@@ -134,6 +166,7 @@ class Recovered:
     live: dict[str, StoredTask] = field(default_factory=dict)
     final: dict[str, StoredTask] = field(default_factory=dict)
     periodics: dict[str, StoredPeriodic] = field(default_factory=dict)
+    schedules: dict[str, StoredSchedule] = field(default_factory=dict)  # made at run time
     controls: Controls = field(default_factory=Controls)
     dead: dict[str, StoredDead] = field(default_factory=dict)
     workflows: list[WorkflowRecord] = field(default_factory=list)
@@ -152,6 +185,12 @@ class Recovered:
                 self.final[task.id] = task
             case Tick(periodic=state):
                 self.periodics[state.name] = state
+            case ScheduleDefined(schedule=schedule):
+                self.schedules[schedule.name] = schedule
+                self.periodics.pop(schedule.name, None)
+            case ScheduleDropped(name=name):
+                self.schedules.pop(name, None)
+                self.periodics.pop(name, None)
             case Controls():
                 self.controls = entry
             case Dead(letter=letter):
@@ -177,6 +216,8 @@ class Recovered:
             redelivered += task.state in _STEPS
             board.adopt(task_record(task), now)
         board.saved_periodics.update({n: periodic_state(p) for n, p in self.periodics.items()})
+        specs = [schedule_spec(s) for s in self.schedules.values()]
+        runtime_schedules.restore(board, specs, now)  # each takes its progress from saved
         board.queues.paused.update(self.controls.paused)
         board.limits.restore(
             {

@@ -27,7 +27,14 @@ from fastworker_control_plane.core.workflow_records import (
     WorkflowDefined,
     WorkflowProgress,
 )
-from fastworker_protocol import DEFAULT_QUEUE, DeadLetter, Priority, TaskError, TaskState
+from fastworker_protocol import (
+    DEFAULT_QUEUE,
+    DeadLetter,
+    Priority,
+    ScheduleSpec,
+    TaskError,
+    TaskState,
+)
 
 
 class StoredError(msgspec.Struct, omit_defaults=True, gc=False):
@@ -110,6 +117,33 @@ class Tick(msgspec.Struct, tag="tick", kw_only=True, gc=False):
     periodic: StoredPeriodic
 
 
+class StoredSchedule(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A schedule made at run time (``runtime_schedules``), as it was defined."""
+
+    name: str
+    task: str
+    args: list[Any] = msgspec.field(default_factory=list)
+    kwargs: dict[str, Any] = msgspec.field(default_factory=dict)
+    interval: float | None = None
+    cron: str | None = None
+    tz: str = "UTC"
+    priority: Priority = Priority.NORMAL
+    queue: str | None = None
+
+
+class ScheduleDefined(msgspec.Struct, tag="schedule", kw_only=True):
+    """A run-time schedule made or replaced; its progress (``Tick``) starts afresh, and
+    the ``Tick`` entries after this one carry it on."""
+
+    schedule: StoredSchedule
+
+
+class ScheduleDropped(msgspec.Struct, tag="unschedule", kw_only=True):
+    """A run-time schedule removed (or its name taken back by a declaration)."""
+
+    name: str
+
+
 class StoredLimit(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A limit set at run time (``"off"`` / ``0``: lifted)."""
 
@@ -161,7 +195,7 @@ class DeadGone(msgspec.Struct, tag="dead_gone", kw_only=True, gc=False):
 
 # Workflows' records (``core/workflow_records``: tags ``workflow*``) share the journal.
 Entry = (
-    Put | Step | Done | Tick | Controls | Dead | DeadGone
+    Put | Step | Done | Tick | Controls | Dead | DeadGone | ScheduleDefined | ScheduleDropped
     | WorkflowDefined | StepOutcome | LinkOutcome | WorkflowCancel | WorkflowProgress
 )  # fmt: skip
 
@@ -308,4 +342,32 @@ def periodic_state(periodic: StoredPeriodic) -> PeriodicState:
         times_run=periodic.times_run,
         skipped=periodic.skipped,
         current=periodic.current,
+    )
+
+
+def stored_schedule(spec: ScheduleSpec) -> StoredSchedule:
+    return StoredSchedule(
+        name=spec.name,
+        task=spec.task,
+        args=spec.args,
+        kwargs=spec.kwargs,
+        interval=spec.interval,
+        cron=spec.cron,
+        tz=spec.tz,
+        priority=spec.priority,
+        queue=spec.queue,
+    )
+
+
+def schedule_spec(schedule: StoredSchedule) -> ScheduleSpec:
+    return ScheduleSpec(
+        name=schedule.name,
+        task=schedule.task,
+        args=schedule.args,
+        kwargs=schedule.kwargs,
+        interval=schedule.interval,
+        cron=schedule.cron,
+        tz=schedule.tz,
+        priority=schedule.priority,
+        queue=schedule.queue,
     )

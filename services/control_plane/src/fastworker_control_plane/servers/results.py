@@ -1,5 +1,6 @@
 """Results server: client REQ -> control plane REP on base+4 (results, status, cancel,
-listings, queue and limit controls, workflows' state and cancel, dead letters).
+listings, queue and limit controls, workflows' state and cancel, dead letters, run-time
+schedules).
 
 Operators' actions that change something are noted in the engine's action log
 (``engine.acted``, source ``"client"``: the SDK and the CLI come in here)."""
@@ -10,6 +11,7 @@ from fastworker_control_plane.core.limits import Scope
 from fastworker_control_plane.core.queue_views import limit_infos, queue_infos
 from fastworker_control_plane.engine import Engine
 from fastworker_protocol import (
+    AddSchedule,
     Cancel,
     Cancelled,
     CancelWorkflow,
@@ -27,6 +29,7 @@ from fastworker_protocol import (
     QueueActed,
     QueueAction,
     QueueList,
+    RemoveSchedule,
     Results,
     RetryFailed,
     ScheduleList,
@@ -50,6 +53,8 @@ SERVES: tuple[type[Message], ...] = (
     ListFailed,
     RetryFailed,
     PurgeFailed,
+    AddSchedule,
+    RemoveSchedule,
 )
 SOURCE = "client"
 MAX_LISTED = 10_000
@@ -90,6 +95,14 @@ class ResultsHandler:
                 return WorkerList(workers=engine.board.list_workers(engine.clock()))
             case ListSchedules():
                 return ScheduleList(schedules=engine.board.schedules.infos())
+            case AddSchedule(schedule=spec):
+                added = engine.add_schedule(spec, source="client")
+                await engine.durable()
+                return added
+            case RemoveSchedule(name=name):
+                removed = engine.remove_schedule(name, source="client")
+                await engine.durable()
+                return removed
             case ListQueues():
                 return QueueList(queues=queue_infos(engine.board, engine.clock()))
             case QueueAction(queue=queue, action=action):

@@ -1657,14 +1657,33 @@
   }
 
   function createScheduleRow(schedule, key) {
-    const row = rowWithCells(7, ['mono', 'mono', '', '', 'num', 'num', '']);
+    const row = rowWithCells(8, ['mono', 'mono', 'mono', '', '', 'num', 'num', '']);
     row.dataset.scheduleName = key;
     return row;
   }
 
+  /** What each tick of a schedule runs: `task(args, key=value)`. */
+  function scheduleCall(s) {
+    const parts = (Array.isArray(s.args) ? s.args : []).map((a) => JSON.stringify(a));
+    for (const [k, v] of Object.entries(s.kwargs || {})) parts.push(`${k}=${JSON.stringify(v)}`);
+    return `${String(s.task || s.name)}(${parts.join(', ')})`;
+  }
+
   function updateScheduleRow(row, s) {
-    const [nameCell, specCell, nextCell, lastCell, runsCell, skippedCell, stateCell] = row.cells_;
+    const [nameCell, callCell, specCell, nextCell, lastCell, runsCell, skippedCell, stateCell] =
+      row.cells_;
     setText(nameCell, s.name);
+    const call = scheduleCall(s);
+    const source = s.source === 'runtime' ? 'run-time' : 'declared';
+    const label = s.priority && s.priority !== 'normal' ? `${source} · ${s.priority}` : source;
+    const shown = `${call}\u0000${label}\u0000${s.queue || ''}`;
+    if (row.call_ !== shown) {
+      row.call_ = shown;
+      callCell.replaceChildren(
+        el('div', null, truncate(call, 60)), ' ',
+        el('div', { class: 'muted' }, s.queue ? `${label} · queue ${s.queue}` : label));
+    }
+    setAttr(callCell, 'title', call);
     setText(specCell, s.spec || '–');
     setText(nextCell, isNum(s.next_run) ? `${fmtClock(s.next_run)} · ${fmtRelative(s.next_run)}` : '–');
     setAttr(nextCell, 'title', isNum(s.next_run) ? fmtDateTime(s.next_run) : '');
