@@ -15,7 +15,7 @@ from typing import Protocol
 import structlog
 
 from fastworker_control_plane.action_log import Action, ActionLog
-from fastworker_control_plane.core import queue_controls
+from fastworker_control_plane.core import dead_letter_ops, queue_controls
 from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.limits import Scope
 from fastworker_control_plane.core.rejected import Rejected
@@ -31,6 +31,10 @@ from fastworker_control_plane.workflow_runner import WorkflowRunner
 from fastworker_protocol import (
     Assign,
     ErrorCode,
+    FailedFilter,
+    FailedList,
+    FailedPurged,
+    FailedRetried,
     Outcome,
     Priority,
     TaskResult,
@@ -110,6 +114,7 @@ class Engine:
         started)."""
         self.journal = journal
         self.board.record_changes = True
+        self.board.dead_letters.removed = []  # dead letters retried or purged, journaled
         self.workflows.book.record_changes = True
 
     def check_writable(self) -> None:
@@ -187,6 +192,32 @@ class Engine:
         """Note an operator's action (``action_log``): the event stream sends it."""
         log.info("operator action", action=kind, target=target, source=source, **detail)
         return self.actions.record(kind, target, source, self.clock(), **detail)
+
+    # --- dead letters ---------------------------------------------------------------
+
+    def list_failed(self, filter: FailedFilter, limit: int) -> FailedList:
+        """The newest dead letters ``filter`` selects, ``limit`` at most, cut to fit."""
+        return dead_letter_ops.listing(self.board, filter, limit, self.clock())
+
+    def retry_failed(self, filter: FailedFilter, all_matching: bool, source: str) -> FailedRetried:
+        """Queue the selected dead letters again as new tasks (``dead_letter_ops``)."""
+        self.check_writable()
+        retried = dead_letter_ops.retry(self.board, filter, all_matching, self.clock())
+        if retried.retried:
+            target = _target(filter, len(retried.retried))
+            self.acted("failed.retry", target, source, count=len(retried.retried))
+            self.kick()
+            self.arm_timer()
+        return retried
+
+    def purge_failed(self, filter: FailedFilter, all_matching: bool, source: str) -> FailedPurged:
+        """Drop the selected dead letters."""
+        self.check_writable()
+        purged = dead_letter_ops.purge(self.board, filter, all_matching, self.clock())
+        if purged.purged:
+            self.acted("failed.purge", _target(filter, purged.purged), source, count=purged.purged)
+            self.kick()  # publishes (journals) the removal
+        return purged
 
     # --- queues and limits --------------------------------------------------------------
 
@@ -459,3 +490,9 @@ class Engine:
             if not future.done():
                 future.set_result(Delivery())
         self._fetches.clear()
+
+
+def _target(selection: FailedFilter, count: int) -> str:
+    """What an action on dead letters names: the one id when it acted on one it was
+    asked by id, else ``""`` (a selection)."""
+    return selection.task_ids[0] if count == 1 and len(selection.task_ids) == 1 else ""

@@ -16,6 +16,7 @@ from fastworker_control_plane.core.admission import queue_full, refusal
 from fastworker_control_plane.core.board_types import MESSAGE_OVERHEAD, Change, task_size
 from fastworker_control_plane.core.board_types import BoardConfig as BoardConfig  # re-export
 from fastworker_control_plane.core.catalog import Catalog
+from fastworker_control_plane.core.dead_letters import from_record
 from fastworker_control_plane.core.dispatch_policy import RunTimes
 from fastworker_control_plane.core.dispatching import Round, dispatch_round
 from fastworker_control_plane.core.idempotency import IdempotencyKeys
@@ -95,6 +96,7 @@ class TaskBoard:
         self.results: ResultCache[TaskRecord] = ResultCache(
             self.config.result_max_size, self.config.result_ttl, self.config.result_max_bytes
         )
+        self.dead_letters = self.config.dead_letter_store()  # failed for good, to run again
         self.stats = TaskStats()
         self.keys = IdempotencyKeys()
         self.live: dict[Priority, int] = dict.fromkeys(Priority, 0)  # not final, per priority
@@ -208,8 +210,7 @@ class TaskBoard:
         return changes
 
     def release_due(self, now: float) -> int:
-        """Queue every delayed or retrying task whose time has come, and run the periodic
-        ticks that are due; returns how many tasks were queued."""
+        """Queue the delayed or retrying tasks now due, run due periodic ticks; how many queued."""
         queued = 0
         for key in self.schedule.pop_due(now, self._is_waiting_for_time):
             if self.schedules.owns(key):
@@ -288,8 +289,7 @@ class TaskBoard:
         self.touch(worker_id, now).state = WorkerState.DRAINING
 
     def remove_worker(self, worker_id: str, now: float) -> list[TaskResult]:
-        """Forget a worker and redeliver what it held; returns tasks that became final
-        because they ran out of redeliveries."""
+        """Forget a worker and redeliver what it held; returns the tasks that became final."""
         slot = self.workers.pop(worker_id)
         if slot is None:
             return []
@@ -501,6 +501,8 @@ class TaskBoard:
         self.live[record.priority] -= 1
         self.stats.finished(_line(record), _TALLIES[event], now)
         record.final = record.snapshot()
+        if event == TaskEvent.FAIL:  # before ``_cache`` lets go of its arguments
+            self.dead_letters.add(from_record(record, now), now)
         self._cache(record, now)
         return record.final
 
@@ -509,7 +511,9 @@ class TaskBoard:
         configured (it never runs again; kept whole, 40 x 16 MB arguments took 900 MB)."""
         if not self.config.result_keep_arguments:
             record.drop_arguments()
-        self.results.put(record.id, record, finished_at, record.encoded_size())
+        if record.result_ttl is None:  # its task's own (kept on it: see ``TaskRecord``)
+            record.result_ttl = self.catalog.result_ttl(record.name)
+        self.results.put(record.id, record, finished_at, record.encoded_size(), record.result_ttl)
 
     # --- recovery, queries and cancel ---------------------------------------------------------
 
@@ -561,10 +565,8 @@ class TaskBoard:
         return self.results.get(task_id, now) if count else self.results.peek(task_id, now)
 
     def cancel(self, task_id: str, now: float) -> tuple[TaskResult, bool]:
-        """Cancel a task that is not final. A running task's eventual outcome is discarded.
-
-        Returns the task's result now and whether this call changed it.
-        """
+        """Cancel a task that is not final (a running one's outcome is then discarded);
+        returns the task's result now and whether this call changed it."""
         record = self._tasks.get(task_id)
         if record is None:
             final = self.results.get(task_id, now)

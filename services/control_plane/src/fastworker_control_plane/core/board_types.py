@@ -7,6 +7,12 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from fastworker_control_plane.core.dead_letters import (
+    DEFAULT_DEAD_LETTER_MAX,
+    DEFAULT_DEAD_LETTER_MAX_BYTES,
+    DEFAULT_DEAD_LETTER_TTL,
+    DeadLetters,
+)
 from fastworker_control_plane.core.records import TaskRecord
 from fastworker_control_plane.core.result_cache import (
     DEFAULT_MAX_BYTES,
@@ -56,6 +62,12 @@ class BoardConfig:
     result_ttl: float = DEFAULT_TTL
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     max_queued: int = DEFAULT_MAX_QUEUED  # live (not final) tasks per priority
+    dead_letter_max: int = DEFAULT_DEAD_LETTER_MAX  # tasks failed for good, kept at most
+    dead_letter_ttl: float = DEFAULT_DEAD_LETTER_TTL
+    dead_letter_max_bytes: int = DEFAULT_DEAD_LETTER_MAX_BYTES
+
+    def dead_letter_store(self) -> DeadLetters:
+        return DeadLetters(self.dead_letter_max, self.dead_letter_ttl, self.dead_letter_max_bytes)
 
     @property
     def max_batch_bytes(self) -> int:

@@ -19,6 +19,7 @@ class Catalog:
         self._policies: dict[str, RetryPolicy] = {}
         self._timeouts: dict[str, float] = {}
         self._queues: dict[str, str] = {}
+        self._result_ttls: dict[str, float] = {}
 
     def learn(self, signatures: Iterable[TaskSignature], limits: Limits) -> None:
         """Take these registrations (and the limits they declare); raises ``Rejected``
@@ -35,6 +36,9 @@ class Catalog:
         self._queues.update({s.name: s.queue for s in signatures})
         self._policies.update({s.name: RetryPolicy.of(s) for s in signatures})
         self._timeouts.update({s.name: s.timeout for s in signatures if s.timeout is not None})
+        self._result_ttls.update(
+            {s.name: s.result_ttl for s in signatures if s.result_ttl is not None}
+        )
 
     def names(self) -> list[str]:
         return sorted(self.checkers)
@@ -44,6 +48,10 @@ class Catalog:
 
     def timeout(self, name: str) -> float | None:
         return self._timeouts.get(name)
+
+    def result_ttl(self, name: str) -> float | None:
+        """How long the task's results are kept (``None``: the control plane's default)."""
+        return self._result_ttls.get(name)
 
     def policy(self, name: str) -> RetryPolicy:
         return self._policies.get(name) or RetryPolicy()

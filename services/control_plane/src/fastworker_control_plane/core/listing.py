@@ -70,8 +70,8 @@ def listed_form(result: TaskResult) -> tuple[TaskResult, int]:
     cut = msgspec.structs.replace(
         result,
         result=None,
-        error=None if result.error is None else _cut(result.error),
-        attempt_errors=[_cut(e) for e in result.attempt_errors],
+        error=None if result.error is None else cut_error(result.error),
+        attempt_errors=[cut_error(e) for e in result.attempt_errors],
         truncated=True,
     )
     size = len(_encoder.encode(cut))
@@ -82,7 +82,8 @@ def listed_form(result: TaskResult) -> tuple[TaskResult, int]:
     return cut, size
 
 
-def _cut(error: TaskError) -> TaskError:
+def cut_error(error: TaskError) -> TaskError:
+    """``error`` with its traceback's end and its message's beginning kept."""
     traceback, message = error.traceback, error.message
     if len(traceback) > KEPT_CHARS:
         traceback = f"[{len(traceback) - KEPT_CHARS} characters cut]\n{traceback[-KEPT_CHARS:]}"

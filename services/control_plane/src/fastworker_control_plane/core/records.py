@@ -58,6 +58,11 @@ class TaskRecord(msgspec.Struct, gc=False, array_like=True, omit_defaults=True):
     # False once a final task's args and kwargs were let go (it never runs again).
     arguments_kept: bool = True
     queue: str = DEFAULT_QUEUE  # the named queue it waits in
+    retry_of: str | None = None  # the dead letter it runs again (``retry_failed``)
+    # How long its result is kept once final (its task's ``result_ttl``; ``None``: the
+    # control plane's): set when it finishes, and journaled, since a restart replays
+    # results before any registration says it again.
+    result_ttl: float | None = None
 
     @classmethod
     def from_spec(cls, spec: TaskSpec, priority: Priority, now: float, size: int) -> TaskRecord:
@@ -136,4 +141,5 @@ class TaskRecord(msgspec.Struct, gc=False, array_like=True, omit_defaults=True):
             eta=self.eta,
             attempt_errors=list(self.attempt_errors),
             queue=self.queue,
+            retry_of=self.retry_of,
         )

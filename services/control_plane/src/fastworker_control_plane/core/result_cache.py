@@ -1,6 +1,7 @@
 """LRU cache of final task results with a time-to-live, bounded by entries and by bytes.
 
-Entries expire ``ttl`` seconds after they are stored; reading one refreshes its LRU
+Entries expire ``ttl`` seconds after they are stored (or their own ``ttl``, given to
+``put``: a task's ``result_ttl``; ``0`` stores nothing); reading one refreshes its LRU
 position but not its expiry (a result is kept for a fixed time after the task finished,
 however often it is read).
 
@@ -57,12 +58,18 @@ class ResultCache(Generic[V]):
         self.bytes = 0  # the sizes given to ``put`` of the entries held
         self._entries: OrderedDict[str, _Entry[V]] = OrderedDict()
 
-    def put(self, key: str, value: V, now: float, size: int = 0) -> None:
-        """Store ``value`` (``size`` bytes, as the caller counts them) as the newest entry."""
+    def put(self, key: str, value: V, now: float, size: int = 0, ttl: float | None = None) -> None:
+        """Store ``value`` (``size`` bytes, as the caller counts them) as the newest entry,
+        for ``ttl`` seconds (the cache's own when ``None``; ``0``: not stored at all, and
+        an entry the key had is dropped)."""
         if size < 0:
             raise ValueError("size must be >= 0")
+        if ttl is not None and ttl < 0:
+            raise ValueError("ttl must be >= 0")
         self._drop(key)
-        self._entries[key] = _Entry(now + self.ttl, value, size)
+        if ttl == 0:
+            return
+        self._entries[key] = _Entry(now + (self.ttl if ttl is None else ttl), value, size)
         self.bytes += size
         while len(self._entries) > 1 and (
             len(self._entries) > self.max_size or self.bytes > self.max_bytes

@@ -2,7 +2,9 @@
 
 One entry per task transition: ``Put`` writes a task whole (accepted, queued again,
 waiting for a time), ``Step`` notes it handed to or started by a subworker, ``Done``
-writes it final with its result; ``Tick`` keeps a periodic task's progress. Replaying
+writes it final with its result; ``Tick`` keeps a periodic task's progress. ``Dead``
+writes a task that failed for good as a dead letter, with its arguments (its ``Done`` may
+have let them go), ``DeadGone`` the dead letters retried or purged. Replaying
 the entries in order leaves each task's latest state, which is all recovery needs.
 Workflows' records (``core/workflow_records``) share the journal; they are kept in order
 for ``WorkflowBook.restore``.
@@ -20,15 +22,20 @@ from fastworker_control_plane.core.periodic import PeriodicState
 from fastworker_control_plane.core.workflow_records import WorkflowRecord
 from fastworker_control_plane.durability.schema import (
     Controls,
+    Dead,
+    DeadGone,
     Done,
     Entry,
     Put,
     Step,
+    StoredDead,
     StoredLimit,
     StoredPeriodic,
     StoredTask,
     Tick,
+    dead_letter,
     periodic_state,
+    stored_dead,
     stored_periodic,
     stored_task,
     task_record,
@@ -52,7 +59,7 @@ class Recorder:
 
     def behind(self, board: TaskBoard) -> bool:
         """Whether the board has changes not yet made entries of (beyond transitions)."""
-        return board.controls_version != self.controls_version
+        return board.controls_version != self.controls_version or bool(board.dead_letters.removed)
 
     def entries(self, changes: Iterable[Change], board: TaskBoard) -> list[Entry]:
         entries: list[Entry] = []
@@ -76,14 +83,20 @@ class Recorder:
             elif record.state.is_final and record.id not in done:  # not retrying
                 done.add(record.id)
                 entries.append(Done(task=stored_task(record)))
+                if record.state == TaskState.FAILURE:
+                    letter = board.dead_letters.peek(record.id)
+                    if letter is not None:
+                        entries.append(Dead(letter=stored_dead(letter)))
         for periodic in board.periodics.values():
             state = periodic.state()
             if self._periodics.get(periodic.name) != state:
                 self._periodics[periodic.name] = state
                 entries.append(Tick(periodic=stored_periodic(state)))
-        if self.behind(board):
+        if board.controls_version != self.controls_version:
             self.controls_version = board.controls_version
             entries.append(controls(board))
+        if gone := board.dead_letters.take_removed():
+            entries.append(DeadGone(task_ids=gone))
         return entries
 
 
@@ -107,6 +120,7 @@ def snapshot(board: TaskBoard, now: float) -> list[Entry]:
         *(Put(task=stored_task(record)) for record in board.live_records()),
         *(Tick(periodic=stored_periodic(state)) for state in periodics),
         *([controls(board)] if board.queues.paused or board.limits.settings else []),
+        *(Dead(letter=stored_dead(letter)) for letter in board.dead_letters.letters()),
     ]
 
 
@@ -119,6 +133,7 @@ class Recovered:
     final: dict[str, StoredTask] = field(default_factory=dict)
     periodics: dict[str, StoredPeriodic] = field(default_factory=dict)
     controls: Controls = field(default_factory=Controls)
+    dead: dict[str, StoredDead] = field(default_factory=dict)
     workflows: list[WorkflowRecord] = field(default_factory=list)
 
     def apply(self, entry: Entry) -> None:
@@ -137,6 +152,11 @@ class Recovered:
                 self.periodics[state.name] = state
             case Controls():
                 self.controls = entry
+            case Dead(letter=letter):
+                self.dead[letter.id] = letter
+            case DeadGone(task_ids=task_ids):
+                for task_id in task_ids:
+                    self.dead.pop(task_id, None)
             case _:
                 self.workflows.append(entry)
 
@@ -144,8 +164,12 @@ class Recovered:
         """Put everything back on ``board``; returns how many tasks were redelivered
         (a subworker held them when the control plane stopped)."""
         for task in sorted(self.final.values(), key=lambda t: t.finished_at or 0.0):
-            if (task.finished_at or 0.0) + board.results.ttl > now:
+            ttl = board.results.ttl if task.result_ttl is None else task.result_ttl
+            if (task.finished_at or 0.0) + ttl > now:
                 board.keep(task_record(task))
+        # Oldest first, through the store's own bounds: expired ones are not kept.
+        for letter in sorted(self.dead.values(), key=lambda d: d.failed_at):
+            board.dead_letters.add(dead_letter(letter), now)
         redelivered = 0
         for task in sorted(self.live.values(), key=lambda t: t.seq):  # in queue order
             redelivered += task.state in _STEPS

@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from fastworker_control_plane.core.dead_letters import Kept, kept
 from fastworker_control_plane.core.periodic import PeriodicState
 from fastworker_control_plane.core.records import TaskRecord
 from fastworker_control_plane.core.workflow_records import (
@@ -26,7 +27,7 @@ from fastworker_control_plane.core.workflow_records import (
     WorkflowDefined,
     WorkflowProgress,
 )
-from fastworker_protocol import DEFAULT_QUEUE, Priority, TaskError, TaskState
+from fastworker_protocol import DEFAULT_QUEUE, DeadLetter, Priority, TaskError, TaskState
 
 
 class StoredError(msgspec.Struct, omit_defaults=True, gc=False):
@@ -68,6 +69,8 @@ class StoredTask(msgspec.Struct, omit_defaults=True, gc=False):
     idempotency_key: str | None = None
     arguments_kept: bool = True  # False: a final task's args and kwargs were let go
     queue: str = DEFAULT_QUEUE
+    retry_of: str | None = None  # the dead letter it runs again
+    result_ttl: float | None = None  # its task's own, once final (None: --result-ttl)
 
 
 class StoredPeriodic(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -124,9 +127,41 @@ class Controls(msgspec.Struct, tag="controls", kw_only=True, omit_defaults=True)
     limits: list[StoredLimit] = msgspec.field(default_factory=list)
 
 
+class StoredDead(msgspec.Struct, kw_only=True, omit_defaults=True, gc=False):
+    """A dead letter: a task failed for good, with its arguments (``core/dead_letters``)."""
+
+    id: str
+    name: str
+    priority: Priority
+    failed_at: float
+    error: StoredError | None = None
+    args: list[Any] = msgspec.field(default_factory=list)
+    kwargs: dict[str, Any] = msgspec.field(default_factory=dict)
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+    queue: str = DEFAULT_QUEUE
+    attempts: int = 0
+    attempt_errors: list[StoredError] = msgspec.field(default_factory=list)
+    worker_id: str | None = None
+    submitted_at: float | None = None
+    retry_of: str | None = None
+
+
+class Dead(msgspec.Struct, tag="dead", kw_only=True, gc=False):
+    """A task became a dead letter (its ``Done`` may have let go of its arguments)."""
+
+    letter: StoredDead
+
+
+class DeadGone(msgspec.Struct, tag="dead_gone", kw_only=True, gc=False):
+    """Dead letters retried or purged. (Those a bound dropped need no entry: replay
+    applies the same bounds.)"""
+
+    task_ids: list[str]
+
+
 # Workflows' records (``core/workflow_records``: tags ``workflow*``) share the journal.
 Entry = (
-    Put | Step | Done | Tick | Controls
+    Put | Step | Done | Tick | Controls | Dead | DeadGone
     | WorkflowDefined | StepOutcome | LinkOutcome | WorkflowCancel | WorkflowProgress
 )  # fmt: skip
 
@@ -160,6 +195,8 @@ def stored_task(record: TaskRecord) -> StoredTask:
         record.idempotency_key,
         record.arguments_kept,
         record.queue,
+        record.retry_of,
+        record.result_ttl,
     )
 
 
@@ -192,6 +229,49 @@ def task_record(task: StoredTask) -> TaskRecord:
         idempotency_key=task.idempotency_key,
         arguments_kept=task.arguments_kept,
         queue=task.queue,
+        retry_of=task.retry_of,
+        result_ttl=task.result_ttl,
+    )
+
+
+def stored_dead(kept: Kept) -> StoredDead:
+    letter = kept.letter
+    return StoredDead(
+        id=letter.task_id,
+        name=letter.name,
+        priority=letter.priority,
+        failed_at=letter.failed_at,
+        error=None if letter.error is None else stored_error(letter.error),
+        args=letter.args,
+        kwargs=letter.kwargs,
+        headers=kept.headers,
+        queue=letter.queue,
+        attempts=letter.attempts,
+        attempt_errors=[stored_error(e) for e in letter.attempt_errors],
+        worker_id=letter.worker_id,
+        submitted_at=letter.submitted_at,
+        retry_of=letter.retry_of,
+    )
+
+
+def dead_letter(stored: StoredDead) -> Kept:
+    return kept(
+        DeadLetter(
+            task_id=stored.id,
+            name=stored.name,
+            error=None if stored.error is None else task_error(stored.error),
+            args=stored.args,
+            kwargs=stored.kwargs,
+            priority=stored.priority,
+            queue=stored.queue,
+            attempts=stored.attempts,
+            attempt_errors=[task_error(e) for e in stored.attempt_errors],
+            worker_id=stored.worker_id,
+            submitted_at=stored.submitted_at,
+            failed_at=stored.failed_at,
+            retry_of=stored.retry_of,
+        ),
+        stored.headers,
     )
 
 

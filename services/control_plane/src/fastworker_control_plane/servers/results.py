@@ -1,5 +1,8 @@
 """Results server: client REQ -> control plane REP on base+4 (results, status, cancel,
-listings, queue and limit controls, workflows' state and cancel)."""
+listings, queue and limit controls, workflows' state and cancel, dead letters).
+
+Operators' actions that change something are noted in the engine's action log
+(``engine.acted``, source ``"client"``: the SDK and the CLI come in here)."""
 
 from __future__ import annotations
 
@@ -13,16 +16,19 @@ from fastworker_protocol import (
     Get,
     GetWorkflow,
     LimitList,
+    ListFailed,
     ListLimits,
     ListQueues,
     ListSchedules,
     ListTasks,
     ListWorkers,
     Message,
+    PurgeFailed,
     QueueActed,
     QueueAction,
     QueueList,
     Results,
+    RetryFailed,
     ScheduleList,
     SetLimit,
     TaskList,
@@ -41,7 +47,11 @@ SERVES: tuple[type[Message], ...] = (
     SetLimit,
     GetWorkflow,
     CancelWorkflow,
+    ListFailed,
+    RetryFailed,
+    PurgeFailed,
 )
+SOURCE = "client"
 MAX_LISTED = 10_000
 
 
@@ -60,6 +70,8 @@ class ResultsHandler:
                 return Results(results=await engine.wait(task_ids, wait, any_final=any_final))
             case Cancel(task_id=task_id):
                 result, changed = engine.cancel(task_id)
+                if changed:
+                    engine.acted("task.cancel", task_id, SOURCE)
                 await engine.durable()
                 return Cancelled(task_id=task_id, status=result.status, changed=changed)
             case GetWorkflow(workflow_id=workflow_id, wait=wait):
@@ -86,6 +98,8 @@ class ResultsHandler:
                     purged = engine.purge_queue(queue)
                 else:
                     engine.pause_queue(queue, action == "pause")
+                detail = {"purged": purged} if action == "purge" else {}
+                engine.acted(f"queue.{action}", queue, SOURCE, **detail)
                 await engine.durable()
                 paused = queue in engine.board.queues.paused
                 return QueueActed(queue=queue, paused=paused, purged=purged)
@@ -93,6 +107,25 @@ class ResultsHandler:
                 return LimitList(limits=limit_infos(engine.board, engine.clock()))
             case SetLimit(scope=scope, name=name, rate_limit=rate, concurrency_limit=limit):
                 engine.set_limit(Scope(scope), name, rate, limit, reset=message.reset)
+                engine.acted(
+                    "limit.set",
+                    name,
+                    SOURCE,
+                    scope=scope,
+                    rate_limit=rate,
+                    concurrency_limit=limit,
+                    reset=message.reset,
+                )
                 await engine.durable()
                 return LimitList(limits=limit_infos(engine.board, engine.clock()))
+            case ListFailed(filter=selection, limit=limit):
+                return engine.list_failed(selection, limit)
+            case RetryFailed(filter=selection, all_matching=all_matching):
+                retried = engine.retry_failed(selection, all_matching, SOURCE)
+                await engine.durable()
+                return retried
+            case PurgeFailed(filter=selection, all_matching=all_matching):
+                dropped = engine.purge_failed(selection, all_matching, SOURCE)
+                await engine.durable()
+                return dropped
         raise AssertionError(f"unexpected {message!r}")  # ReplyServer filters by SERVES
