@@ -16,6 +16,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 from view_world import NOW, add, dispatched, make_engine, submit
 
+from fastworker_control_plane.core.board import BoardConfig
 from fastworker_control_plane.dashboard import actions, views
 from fastworker_control_plane.dashboard.routes import DashboardRoutes
 from fastworker_control_plane.engine import Engine
@@ -159,6 +160,41 @@ async def test_retry_all_matching_retries_only_what_the_filters_select(
     assert sorted(r["task_id"] for r in reply["retried"]) == ["b", "c"]
     left = await json_of(await http.get("/api/failed", headers=AUTH))
     assert [d["task_id"] for d in left["tasks"]] == ["a"]
+
+
+async def test_all_matching_filters_that_match_nothing_act_on_nothing(
+    engine: Engine, http: TestClient[Any, Any]
+) -> None:
+    fail(engine, "a")
+    body = {"all_matching": True, "task_name": "other"}
+
+    retried = await json_of(await http.post("/api/failed/retry", json=body, headers=ACT))
+    purged = await json_of(await http.post("/api/failed/purge", json=body, headers=ACT))
+
+    assert retried == {"retried": [], "missing": [], "more": False}
+    assert purged == {"purged": 0, "missing": []}
+    assert (await http.get("/api/failed/a", headers=AUTH)).status == 200
+    assert logged(engine) == []
+
+
+async def test_a_retry_the_board_cannot_queue_is_refused_whole_with_its_code() -> None:
+    engine = make_engine(BoardConfig(max_queued=1))
+    fail(engine, "a")
+    fail(engine, "b")
+    submit(engine, add("q1"))  # the normal lane is full now
+    me = views.Identity(instance_id="cp-1", started_at=NOW)
+    routes = DashboardRoutes(engine, me).routes()
+    web = WebServer("127.0.0.1", 0, CollectorRegistry(), lambda: None, routes, auth=TOKEN)
+    try:
+        async with TestClient(TestServer(web.app)) as http:
+            body = {"task_ids": ["a", "b"]}
+            response = await http.post("/api/failed/retry", json=body, headers=ACT)
+
+            assert (await json_of(response, 503))["error"] == "queue_full"
+            listed = await json_of(await http.get("/api/failed", headers=AUTH))
+            assert listed["stored"] == 2  # both stay
+    finally:
+        engine.close()
 
 
 async def test_retry_names_the_ids_it_did_not_find(

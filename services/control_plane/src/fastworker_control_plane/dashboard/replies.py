@@ -17,6 +17,7 @@ _json = msgspec.json.Encoder()
 STATUS = {
     ErrorCode.INVALID_MESSAGE: 400,
     ErrorCode.TASK_NOT_FOUND: 404,
+    ErrorCode.QUEUE_FULL: 503,  # retry later
     ErrorCode.SHUTTING_DOWN: 503,
     ErrorCode.UNAVAILABLE: 503,
     ErrorCode.INTERNAL: 500,
