@@ -129,28 +129,40 @@ async def test_a_failed_task_is_listed_retried_from_the_panel_and_its_details(
         await wait_for_activity(page, "failed.retry", second)
         await page.click("#task-detail-close")
 
-        # When Retry all matching is clicked, it asks first, then retries every match
+        # When one of two is checked, Retry selected retries that one only
         await page.locator(f'#failed-table tr[data-task-id="{third}"]').wait_for(
             timeout=LIVE_TIMEOUT_MS
         )
         other = await failed_for_good(client, "boom two")
-        await page.locator(f'#failed-table tr[data-task-id="{other}"]').wait_for(
+        other_row = page.locator(f'#failed-table tr[data-task-id="{other}"]')
+        await other_row.wait_for(timeout=LIVE_TIMEOUT_MS)
+        await page.get_by_role("checkbox", name=f"Select failed task {other}").check()
+        await page.get_by_role("button", name="Retry selected failed tasks").click()
+        await wait_for_activity(page, "failed.retry", other)
+        await other_row.wait_for(state="detached", timeout=LIVE_TIMEOUT_MS)
+        retried_other = await retry_of(http, base, other)
+        await page.locator(f'#failed-table tr[data-task-id="{retried_other}"]').wait_for(
             timeout=LIVE_TIMEOUT_MS
-        )
+        )  # it failed again
+
+        # When Retry all matching is clicked, it asks first, then retries every match
         await page.get_by_role("button", name="Retry all matching failed tasks").click()
         confirm = page.get_by_role("button", name="Confirm retry all matching")
         await confirm.wait_for(timeout=LIVE_TIMEOUT_MS)
         assert (await api(http, base, "/api/failed"))[1]["total"] == 2  # nothing yet
         await confirm.click()
         await wait_for_activity(page, "failed.retry", "")
-        retries = [await retry_of(http, base, old) for old in (third, other)]
+        retries = [await retry_of(http, base, old) for old in (third, retried_other)]
 
-        # And once those fail again, Purge (all matching, confirmed) empties the store
+        # And once those fail again, select all and Purge (confirmed) empties the store
         for task_id in retries:
             await page.locator(f'#failed-table tr[data-task-id="{task_id}"]').wait_for(
                 timeout=LIVE_TIMEOUT_MS
             )
-        await page.get_by_role("button", name="Purge failed tasks").click()
+        await page.get_by_role("checkbox", name="Select all failed tasks").check()
+        purge = page.get_by_role("button", name="Purge failed tasks")
+        assert (await purge.text_content() or "").strip() == "Purge selected (2)"
+        await purge.click()
         await page.get_by_role("button", name="Confirm purge").click()
         await wait_for_activity(page, "failed.purge")
         await page.locator("#failed-empty").wait_for(state="visible", timeout=LIVE_TIMEOUT_MS)
