@@ -172,3 +172,14 @@ async def ident(index: int, seconds: float) -> int:
     """Returns ``index`` after ``seconds`` (a step that takes a little time)."""
     await asyncio.sleep(seconds)
     return index
+
+
+@task
+def fails_first(directory: str, index: int) -> int:
+    """Fails the first time it runs for ``index`` (leaving a marker in ``directory``), and
+    succeeds every time after: a dead letter whose retry works."""
+    marker = Path(directory) / str(index)
+    if not marker.exists():
+        marker.write_text("failed once")
+        raise LookupError(f"first run of {index}")
+    return index

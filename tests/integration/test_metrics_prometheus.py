@@ -317,6 +317,7 @@ async def test_the_exposition_names_series_by_convention_and_never_labels_a_task
         "fastworker_waits_held",
         "fastworker_control_plane_info",
         "fastworker_workflows_running",
+        "fastworker_dead_letters",
         "fastworker_subworker_in_flight",
         "fastworker_subworker_concurrency",
         "fastworker_subworker_registered",

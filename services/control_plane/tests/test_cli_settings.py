@@ -67,3 +67,30 @@ def test_the_replication_flags_reach_the_control_planes_settings(
     assert config.leader_election == "etcd://127.0.0.1:2379/fw"
     assert (config.lease_duration, config.sync_replicas, config.require_sync) == (8, 2, True)
     assert (config.replication_port_number, config.replica_name) == (6000, "a")
+
+
+def test_the_dead_letter_flags_and_variables_reach_the_control_planes_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FASTWORKER_DEAD_LETTER_TTL", "3600")
+    config = settings_of(
+        monkeypatch, "--dead-letter-max", "50", "--dead-letter-max-bytes", "1000000"
+    )
+    assert (config.dead_letter_max, config.dead_letter_ttl) == (50, 3600.0)
+    assert config.dead_letter_max_bytes == 1_000_000
+    defaults = ControlPlaneConfig()
+    assert (defaults.dead_letter_max, defaults.dead_letter_ttl) == (100_000, 604_800.0)
+
+
+@pytest.mark.parametrize(
+    ("setting", "flag"),
+    [
+        ({"dead_letter_max": 0}, "--dead-letter-max"),
+        ({"dead_letter_ttl": -1.0}, "--dead-letter-ttl"),
+        ({"dead_letter_ttl": float("nan")}, "--dead-letter-ttl"),
+        ({"dead_letter_max_bytes": 0}, "--dead-letter-max-bytes"),
+    ],
+)
+def test_dead_letter_bounds_must_be_positive(setting: dict[str, float], flag: str) -> None:
+    with pytest.raises(ValueError, match=flag):
+        ControlPlaneConfig(**setting)  # type: ignore[arg-type]

@@ -251,3 +251,27 @@ def test_entries_without_a_size_are_bounded_by_count_only() -> None:
 
     assert c.values(now=T0) == ["b", "c"]
     assert c.bytes == 0
+
+
+def test_an_entry_put_with_its_own_ttl_expires_then_and_is_swept_then() -> None:
+    c = cache(ttl=10.0)
+    c.put("short", "s", T0, ttl=2.0)
+    c.put("long", "l", T0, ttl=60.0)
+    c.put("plain", "p", T0)
+
+    assert [c.peek(k, T0 + 2) for k in ("short", "long", "plain")] == [None, "l", "p"]
+    assert c.sweep(T0 + 10) == 2
+    assert c.get("long", T0 + 59.9) == "l"
+    assert c.get("long", T0 + 60) is None
+
+
+def test_an_entry_put_with_a_ttl_of_zero_is_not_kept_and_drops_what_its_key_had() -> None:
+    c = cache()
+    c.put("k", "old", T0, size=10)
+
+    c.put("k", "new", T0 + 1, size=10, ttl=0.0)
+
+    assert c.peek("k", T0 + 1) is None
+    assert (len(c), c.bytes) == (0, 0)
+    with pytest.raises(ValueError, match="ttl"):
+        c.put("k", "v", T0, ttl=-1.0)

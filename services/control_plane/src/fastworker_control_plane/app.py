@@ -70,6 +70,9 @@ class ControlPlane:
                 result_max_bytes=self.config.result_max_bytes,
                 result_keep_arguments=self.config.result_keep_arguments,
                 result_ttl=self.config.result_ttl,
+                dead_letter_max=self.config.dead_letter_max,
+                dead_letter_ttl=self.config.dead_letter_ttl,
+                dead_letter_max_bytes=self.config.dead_letter_max_bytes,
                 max_message_size=self.config.max_message_size,
             )
         )

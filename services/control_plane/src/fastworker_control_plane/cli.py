@@ -133,6 +133,28 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     )
     add_option(
         parser,
+        "--dead-letter-max",
+        type=int,
+        default=_D["dead_letter_max"].default,
+        help="tasks failed for good kept in the dead-letter store at most (oldest go first)",
+    )
+    add_option(
+        parser,
+        "--dead-letter-ttl",
+        type=float,
+        default=_D["dead_letter_ttl"].default,
+        help="seconds a dead letter (a task failed for good) is kept (default: 7 days)",
+    )
+    add_option(
+        parser,
+        "--dead-letter-max-bytes",
+        type=int,
+        default=_D["dead_letter_max_bytes"].default,
+        help="bytes of dead letters kept at most, counted encoded with their arguments "
+        "(oldest go first)",
+    )
+    add_option(
+        parser,
         "--workflow-ttl",
         type=float,
         default=_D["workflow_ttl"].default,
@@ -309,6 +331,9 @@ def run(args: argparse.Namespace) -> int:
             result_max_size=args.result_max_size,
             result_max_bytes=args.result_max_bytes,
             result_keep_arguments=args.result_keep_arguments,
+            dead_letter_max=args.dead_letter_max,
+            dead_letter_ttl=args.dead_letter_ttl,
+            dead_letter_max_bytes=args.dead_letter_max_bytes,
             workflow_ttl=args.workflow_ttl,
             workflow_max_finished=args.workflow_max_finished,
             workflow_max_live_bytes=args.workflow_max_live_bytes,

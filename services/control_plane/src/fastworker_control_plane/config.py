@@ -8,6 +8,11 @@ from dataclasses import dataclass, field
 
 from fastworker.tls import TLS
 from fastworker_control_plane.core.board_types import DEFAULT_MAX_QUEUED
+from fastworker_control_plane.core.dead_letters import (
+    DEFAULT_DEAD_LETTER_MAX,
+    DEFAULT_DEAD_LETTER_MAX_BYTES,
+    DEFAULT_DEAD_LETTER_TTL,
+)
 from fastworker_control_plane.core.result_cache import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_SIZE,
@@ -44,6 +49,10 @@ class ControlPlaneConfig:
     result_max_size: int = DEFAULT_MAX_SIZE
     result_max_bytes: int = DEFAULT_MAX_BYTES
     result_keep_arguments: bool = False  # finished tasks keep their args/kwargs in the cache
+    # Tasks failed for good, kept with their arguments to be run again.
+    dead_letter_max: int = DEFAULT_DEAD_LETTER_MAX
+    dead_letter_ttl: float = DEFAULT_DEAD_LETTER_TTL
+    dead_letter_max_bytes: int = DEFAULT_DEAD_LETTER_MAX_BYTES
     max_redeliveries: int = 3
     # Final workflows are kept this long (at least result_ttl) and at most this many.
     workflow_ttl: float = 3600.0
@@ -83,6 +92,12 @@ class ControlPlaneConfig:
             raise ValueError(f"HTTP port {self.http_port} is outside 0..65535")
         if self.result_max_bytes < 1:
             raise ValueError("result max bytes must be at least 1")
+        if self.dead_letter_max < 1:
+            raise ValueError("--dead-letter-max must be at least 1")
+        if not self.dead_letter_ttl > 0:
+            raise ValueError("--dead-letter-ttl must be a positive number of seconds")
+        if self.dead_letter_max_bytes < 1:
+            raise ValueError("--dead-letter-max-bytes must be at least 1")
         if self.max_queued < 1:
             raise ValueError("max queued must be at least 1")
         if self.local_concurrency < 0:

@@ -29,6 +29,7 @@ from fastworker_control_plane.tracing import DispatchTracer
 from fastworker_control_plane.waiters import CompletionWaiters
 from fastworker_control_plane.workflow_runner import WorkflowRunner
 from fastworker_protocol import (
+    MAX_FAILED_LISTED,
     Assign,
     ErrorCode,
     FailedFilter,
@@ -196,7 +197,9 @@ class Engine:
     # --- dead letters ---------------------------------------------------------------
 
     def list_failed(self, filter: FailedFilter, limit: int) -> FailedList:
-        """The newest dead letters ``filter`` selects, ``limit`` at most, cut to fit."""
+        """The newest dead letters ``filter`` selects, ``limit`` at most (capped at
+        ``MAX_FAILED_LISTED``), cut to fit one reply."""
+        limit = min(limit, MAX_FAILED_LISTED)
         return dead_letter_ops.listing(self.board, filter, limit, self.clock())
 
     def retry_failed(self, filter: FailedFilter, all_matching: bool, source: str) -> FailedRetried:
@@ -452,7 +455,8 @@ class Engine:
         self.arm_timer()
 
     def maintain(self, *, sweep: bool = True) -> None:
-        """Periodic upkeep: drop silent subworkers and (if ``sweep``) expired results.
+        """Periodic upkeep: drop silent subworkers and (if ``sweep``) expired results and
+        dead letters.
 
         A worker whose fetch is being held is not silent: it is waiting on us.
         """
@@ -461,6 +465,7 @@ class Engine:
             self.kick()
         if sweep:
             self.board.results.sweep(now)
+            self.board.dead_letters.sweep(now)
             self.workflows.sweep()
             self.board.forget_stale_keys(now)
         for worker_id in self._fetches:

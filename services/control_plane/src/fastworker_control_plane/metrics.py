@@ -41,6 +41,11 @@ class ControlPlaneCollector(Collector):
         yield from self._live_state()
         yield from self._result_cache()
         yield from self._workflows()
+        yield GaugeMetricFamily(
+            "fastworker_dead_letters",
+            "Tasks failed for good held in the dead-letter store (to find and retry)",
+            value=len(self._engine.board.dead_letters),
+        )
         events = self._engine.events
         yield CounterMetricFamily(
             "fastworker_events_published",

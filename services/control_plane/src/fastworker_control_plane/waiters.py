@@ -1,7 +1,9 @@
 """Requests held until tasks are final (``Submit``/``Get`` with ``wait``).
 
 A held request costs one future and one timer, however many tasks it waits for: it sits
-under each of its task ids and counts down as they are resolved.
+under each of its task ids and counts down as they are resolved. It answers with the
+results it was resolved with when they can no longer be read (a task whose
+``result_ttl`` is 0 keeps no result, but whoever waited for it gets it).
 """
 
 from __future__ import annotations
@@ -13,13 +15,15 @@ from fastworker_protocol import TaskResult
 
 
 class _Wait:
-    __slots__ = ("done", "remaining")
+    __slots__ = ("done", "remaining", "results")
 
     def __init__(self, done: asyncio.Future[None], remaining: int) -> None:
         self.done = done
         self.remaining = remaining  # resolutions still to come before it is answered
+        self.results: dict[str, TaskResult] = {}  # as resolved
 
-    def resolved(self) -> None:
+    def resolved(self, result: TaskResult) -> None:
+        self.results[result.task_id] = result
         self.remaining -= 1
         if self.remaining <= 0:
             self.release()
@@ -43,7 +47,8 @@ class CompletionWaiters:
     ) -> list[TaskResult | None]:
         """Wait until every known task in ``task_ids`` is final (with ``any_final``: one of
         them is, or one is unknown) or ``timeout`` passes, then return what ``lookup``
-        says of each."""
+        says of each (or, if it no longer knows a task, the result it was resolved with)."""
+        delivered: dict[str, TaskResult] = {}
         pending: dict[str, None] = {}  # the tasks not final yet, in order, once each
         for task_id in task_ids:
             current = lookup(task_id)
@@ -58,16 +63,17 @@ class CompletionWaiters:
             timer = loop.call_later(max(0.0, timeout), waiting.release)
             try:
                 await waiting.done
+                delivered = waiting.results
             finally:
                 timer.cancel()
                 for task_id in pending:
                     self._forget(task_id, waiting)
-        return [lookup(task_id) for task_id in task_ids]
+        return [lookup(task_id) or delivered.get(task_id) for task_id in task_ids]
 
     def resolve(self, results: Iterable[TaskResult]) -> None:
         for result in results:
             for waiting in self._waiting.pop(result.task_id, ()):
-                waiting.resolved()
+                waiting.resolved(result)
 
     def release_all(self) -> None:
         """Answer every held wait now (shutdown): each gets the tasks' current state."""

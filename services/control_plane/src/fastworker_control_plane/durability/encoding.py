@@ -13,7 +13,7 @@ import msgspec
 import structlog
 
 from fastworker_control_plane.durability import frames
-from fastworker_control_plane.durability.schema import Done, Entry, Put, Step
+from fastworker_control_plane.durability.schema import Dead, Done, Entry, Put, Step
 
 log = structlog.get_logger(__name__)
 
@@ -61,6 +61,8 @@ def _task_id(entry: Entry) -> str | None:
             return task.id
         case Step(task_id=task_id):
             return task_id
+        case Dead(letter=letter):
+            return letter.id
     return None
 
 

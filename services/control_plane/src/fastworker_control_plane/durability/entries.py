@@ -43,6 +43,7 @@ from fastworker_control_plane.durability.schema import (
 from fastworker_protocol import TaskState
 
 _STEPS = (TaskState.ASSIGNED, TaskState.RUNNING)
+GONE_PER_ENTRY = 10_000  # dead-letter ids per DeadGone entry
 
 
 class Recorder:
@@ -95,8 +96,9 @@ class Recorder:
         if board.controls_version != self.controls_version:
             self.controls_version = board.controls_version
             entries.append(controls(board))
-        if gone := board.dead_letters.take_removed():
-            entries.append(DeadGone(task_ids=gone))
+        gone = board.dead_letters.take_removed()
+        for at in range(0, len(gone), GONE_PER_ENTRY):  # a purge of 100,000: ten entries
+            entries.append(DeadGone(task_ids=gone[at : at + GONE_PER_ENTRY]))
         return entries
 
 
