@@ -58,7 +58,7 @@ class DashboardRoutes:
             web.get("/api/limits", self.limits),
             web.get("/api/replicas", self.list_replicas),
             web.post("/api/limits/{scope}/{name}", self.set_limit),
-            web.get("/api/actions", self.actions),
+            web.get("/api/actions", self.list_actions),
             web.get("/api/events", self.events),
             *OperationRoutes(self.engine).routes(),
         ]
@@ -166,7 +166,7 @@ class DashboardRoutes:
             return _refused(exc)
         return _reply(views.limits(self.engine, self.now))
 
-    async def actions(self, request: web.Request) -> web.Response:
+    async def list_actions(self, request: web.Request) -> web.Response:
         """The operators' actions kept (the newest ``limit``), oldest first: what the
         stream's ``actions`` events sent before this page connected."""
 
