@@ -48,6 +48,7 @@ DETAIL_KEYS = SUMMARY_KEYS | {
     "attempt_errors",
     "eta",
     "trace_id",
+    "retry_of",
 }
 WORKER_KEYS = {
     "worker_id",

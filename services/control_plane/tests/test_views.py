@@ -271,6 +271,7 @@ def test_a_tasks_detail_adds_arguments_result_eta_and_its_trace_id() -> None:
         "attempt_errors": [],
         "eta": NOW - 1,
         "trace_id": TRACE_ID,
+        "retry_of": None,
     }
     assert is_json(document)
 

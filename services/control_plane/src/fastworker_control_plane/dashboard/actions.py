@@ -1,6 +1,6 @@
-"""What the HTTP API's action requests (pause, resume, purge a queue; change a limit) must
-carry, and what they mean: checked and parsed here, without I/O, so that the routes only
-call the engine.
+"""What the HTTP API's action requests (pause, resume, purge a queue; change a limit;
+cancel a task; retry or purge dead letters) must carry, and what they mean: checked and
+parsed here, without I/O, so that the routes only call the engine.
 
 An action changes the cluster, so a browser must never be tricked into sending one. The
 token cookie is ``SameSite=Strict``, and on top of it every action needs the header
@@ -14,12 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Annotated
 
 import msgspec
 from yarl import URL
 
 from fastworker_control_plane.core.limits import Scope
 from fastworker_protocol import check_queue, check_rate
+from fastworker_protocol.limits import UnixTime
+from fastworker_protocol.operations import MAX_FAILED_ACTED, MAX_FAILED_LISTED, FailedFilter
 from fastworker_protocol.queues import ConcurrencySetting
 
 ACTION_HEADER = "X-FastWorker-Action"
@@ -52,7 +55,37 @@ class LimitChange:
     reset: bool
 
 
+class FailedBody(msgspec.Struct, forbid_unknown_fields=True):
+    """The body of ``POST /api/failed/retry`` and ``/api/failed/purge``: explicit
+    ``task_ids``, or ``all_matching`` with the filters (none: every dead letter)."""
+
+    task_ids: Annotated[list[str], msgspec.Meta(max_length=MAX_FAILED_ACTED)] = []
+    all_matching: bool = False
+    task_name: str | None = None
+    error_type: str | None = None
+    since: UnixTime | None = None
+    until: UnixTime | None = None
+
+
+@dataclass(frozen=True)
+class FailedSelection:
+    """Which dead letters a retry or purge acts on, as the engine takes them."""
+
+    filter: FailedFilter
+    all_matching: bool
+
+
+@dataclass(frozen=True)
+class FailedQuery:
+    """``GET /api/failed``'s query: the filters, and how many to list."""
+
+    filter: FailedFilter
+    limit: int
+
+
+DEFAULT_FAILED_LISTED = 100
 _limit_body = msgspec.json.Decoder(LimitBody)
+_failed_body = msgspec.json.Decoder(FailedBody)
 
 
 def check_origin(headers: Mapping[str, str], host: str) -> None:
@@ -107,3 +140,52 @@ def limit_change(scope: str, name: str, body: bytes) -> LimitChange:
         except ValueError as exc:
             raise BadAction(str(exc)) from None
     return LimitChange(checked_scope, name, parsed.rate, parsed.concurrency, parsed.reset)
+
+
+def failed_selection(body: bytes) -> FailedSelection:
+    """The dead letters a retry or purge body selects. Exactly one of ``task_ids`` and
+    ``all_matching``: an empty body must never mean "all of them", and ids with
+    ``all_matching`` would leave the reader guessing which one wins."""
+    try:
+        parsed = _failed_body.decode(body)
+    except msgspec.DecodeError as exc:  # bad JSON, an unknown field, a wrong type or range
+        raise BadAction(f"bad selection: {exc}") from None
+    if parsed.all_matching and parsed.task_ids:
+        raise BadAction("give either task_ids or all_matching, not both")
+    if not parsed.all_matching and not parsed.task_ids:
+        raise BadAction("select dead letters: give task_ids, or all_matching (with filters)")
+    if not all(parsed.task_ids):
+        raise BadAction("a task id cannot be empty")
+    selected = FailedFilter(
+        task_ids=list(dict.fromkeys(parsed.task_ids)),  # once each, in the order given
+        task_name=parsed.task_name or None,
+        error_type=parsed.error_type or None,
+        since=parsed.since,
+        until=parsed.until,
+    )
+    return FailedSelection(selected, parsed.all_matching)
+
+
+def failed_query(query: Mapping[str, str]) -> FailedQuery:
+    """The filters of a dead-letter listing; empty values are no filter. Not an action
+    (nothing changes), but parsed here beside the bodies that select the same way."""
+    limit = query.get("limit") or str(DEFAULT_FAILED_LISTED)
+    if not limit.isdigit() or not 1 <= int(limit) <= MAX_FAILED_LISTED:
+        raise BadAction(f"limit must be an integer from 1 to {MAX_FAILED_LISTED}, not {limit!r}")
+    selected = FailedFilter(
+        task_name=query.get("task_name") or None,
+        error_type=query.get("error_type") or None,
+        since=_time(query, "since"),
+        until=_time(query, "until"),
+    )
+    return FailedQuery(selected, int(limit))
+
+
+def _time(query: Mapping[str, str], name: str) -> float | None:
+    raw = query.get(name)
+    if not raw:
+        return None
+    try:
+        return msgspec.convert(float(raw), UnixTime)
+    except (ValueError, msgspec.ValidationError):
+        raise BadAction(f"{name} must be Unix seconds, not {raw!r}") from None

@@ -1,5 +1,6 @@
 """The dashboard's HTTP routes: the page and its assets, the JSON API and the event
-stream (docs/http-api.md). Handlers only parse the request (``actions`` checks the action
+stream (docs/http-api.md); the operations on tasks (dead letters, cancel) are
+``operation_routes``'. Handlers only parse the request (``actions`` checks the action
 requests) and encode ``views`` (and ``replicas``, a replicated leader's followers)."""
 
 from __future__ import annotations
@@ -9,21 +10,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import msgspec
 from aiohttp import web
 
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.dashboard import actions, replicas, views
+from fastworker_control_plane.dashboard.operation_routes import SOURCE, OperationRoutes
+from fastworker_control_plane.dashboard.replies import encode
+from fastworker_control_plane.dashboard.replies import refused as _refused
+from fastworker_control_plane.dashboard.replies import reply as _reply
 from fastworker_control_plane.engine import Engine
-from fastworker_protocol import ErrorCode, TaskState
+from fastworker_protocol import TaskState
 
 STATIC = Path(__file__).parent / "static"
 FLUSH_INTERVAL = 0.2  # seconds between batches of task events on the stream
 SNAPSHOT_EVERY = 5  # flushes between snapshots (one a second)
 MAX_EVENTS_PER_FLUSH = 2_000
 STREAM_BACKLOG = 20_000  # events a stream may fall behind before it loses some
-
-_json = msgspec.json.Encoder()
 
 
 class BadRequest(ValueError):
@@ -56,7 +58,9 @@ class DashboardRoutes:
             web.get("/api/limits", self.limits),
             web.get("/api/replicas", self.list_replicas),
             web.post("/api/limits/{scope}/{name}", self.set_limit),
+            web.get("/api/actions", self.list_actions),
             web.get("/api/events", self.events),
+            *OperationRoutes(self.engine).routes(),
         ]
 
     @property
@@ -127,11 +131,14 @@ class DashboardRoutes:
         try:
             actions.check_origin(request.headers, request.host)
             queue = actions.queue_name(request.match_info["name"])
+            action = request.match_info["action"]
             purged = 0
-            if request.match_info["action"] == "purge":
+            if action == "purge":
                 purged = self.engine.purge_queue(queue)
+                self.engine.acted("queue.purge", queue, SOURCE, purged=purged)
             else:
-                self.engine.pause_queue(queue, request.match_info["action"] == "pause")
+                self.engine.pause_queue(queue, action == "pause")
+                self.engine.acted(f"queue.{action}", queue, SOURCE)
             await self.engine.durable()
         except (actions.BadAction, actions.ForbiddenAction, Rejected) as exc:
             return _refused(exc)
@@ -146,10 +153,28 @@ class DashboardRoutes:
             self.engine.set_limit(
                 change.scope, change.name, change.rate, change.concurrency, reset=change.reset
             )
+            self.engine.acted(
+                "limit.set",
+                f"{change.scope}:{change.name}",
+                SOURCE,
+                rate=change.rate,
+                concurrency=change.concurrency,
+                reset=change.reset,
+            )
             await self.engine.durable()
         except (actions.BadAction, actions.ForbiddenAction, Rejected) as exc:
             return _refused(exc)
         return _reply(views.limits(self.engine, self.now))
+
+    async def list_actions(self, request: web.Request) -> web.Response:
+        """The operators' actions kept (the newest ``limit``), oldest first: what the
+        stream's ``actions`` events sent before this page connected."""
+
+        def build() -> list[Any]:
+            limit = _int_param(request, "limit", 100, 1, 1000)
+            return [views.action(a) for a in self.engine.actions.since(0)[-limit:]]
+
+        return _answer(build)
 
     async def events(self, request: web.Request) -> web.StreamResponse:
         """Task transitions in batches, and a snapshot every second, until the client
@@ -163,6 +188,7 @@ class DashboardRoutes:
         )
         await response.prepare(request)
         subscription = self.engine.subscribe(STREAM_BACKLOG)
+        seen_action = self.engine.actions.last_seq  # a new stream gets new actions only
         try:
             await response.write(b"retry: 2000\n\n")
             tick = 0
@@ -171,6 +197,10 @@ class DashboardRoutes:
                 batch = subscription.take(MAX_EVENTS_PER_FLUSH)
                 if batch:
                     chunk += _sse("tasks", [views.event(e) for e in batch])
+                if self.engine.actions.last_seq > seen_action:
+                    acted = self.engine.actions.since(seen_action)
+                    seen_action = self.engine.actions.last_seq
+                    chunk += _sse("actions", [views.action(a) for a in acted])
                 if tick % SNAPSHOT_EVERY == 0:
                     chunk += _sse("snapshot", views.snapshot(self.engine, self.me, self.now))
                     chunk += _sse("queues", views.queue_state(self.engine, self.now))
@@ -188,11 +218,7 @@ class DashboardRoutes:
 
 
 def _sse(event: str, data: Any) -> bytes:
-    return b"event: " + event.encode() + b"\ndata: " + _json.encode(data) + b"\n\n"
-
-
-def _reply(document: Any, status: int = 200) -> web.Response:
-    return web.Response(body=_json.encode(document), status=status, content_type="application/json")
+    return b"event: " + event.encode() + b"\ndata: " + encode(data) + b"\n\n"
 
 
 def _answer(build: Callable[[], Any]) -> web.Response:
@@ -200,18 +226,6 @@ def _answer(build: Callable[[], Any]) -> web.Response:
         return _reply(build())
     except BadRequest as exc:
         return _reply({"error": "bad_request", "message": str(exc)}, 400)
-
-
-# How a refused action is answered: a wire error code keeps its meaning over HTTP.
-_STATUS = {ErrorCode.INVALID_MESSAGE: 400, ErrorCode.SHUTTING_DOWN: 503, ErrorCode.INTERNAL: 500}
-
-
-def _refused(exc: actions.BadAction | actions.ForbiddenAction | Rejected) -> web.Response:
-    if isinstance(exc, actions.ForbiddenAction):
-        return _reply({"error": "forbidden", "message": str(exc)}, 403)
-    if isinstance(exc, actions.BadAction):
-        return _reply({"error": str(ErrorCode.INVALID_MESSAGE), "message": str(exc)}, 400)
-    return _reply({"error": str(exc.code), "message": exc.message}, _STATUS.get(exc.code, 400))
 
 
 def _int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:

@@ -10,11 +10,13 @@ import msgspec
 
 from fastworker import __version__
 from fastworker.tracing import trace_id_of
+from fastworker_control_plane.action_log import Action
 from fastworker_control_plane.core.queue_views import limit_infos, queue_infos
 from fastworker_control_plane.core.records import TaskRecord
 from fastworker_control_plane.engine import Engine
 from fastworker_control_plane.events import Event
 from fastworker_protocol import MAX_NESTING, Priority, TaskError, TaskResult, TaskSignature
+from fastworker_protocol.operations import DeadLetter, FailedList, FailedPurged, FailedRetried
 from fastworker_protocol.workflows import WorkflowInfo
 
 SNAPSHOT_THROUGHPUT = 5  # seconds of throughput in each snapshot (the newest still filling)
@@ -89,6 +91,7 @@ def task_detail(record: TaskRecord) -> dict[str, Any]:
         "attempt_errors": [_error(e, traceback=True) for e in record.attempt_errors],
         "eta": record.eta,
         "trace_id": trace_id_of(record.headers),
+        "retry_of": result.retry_of,  # the dead letter this task runs again
     }
 
 
@@ -168,6 +171,65 @@ def event(e: Event) -> dict[str, Any]:
         "attempts": e.attempts,
         "at": e.at,
     }
+
+
+def action(a: Action) -> dict[str, Any]:
+    """An operator's action, as the stream's ``actions`` event carries it."""
+    return {
+        "seq": a.seq,
+        "kind": a.kind,
+        "target": a.target,
+        "source": a.source,
+        "at": a.at,
+        "detail": json_safe(a.detail),
+    }
+
+
+def dead_letter(d: DeadLetter) -> dict[str, Any]:
+    """A dead letter in full: its arguments, its last error with the traceback, and the
+    earlier attempts' errors."""
+    return {
+        "task_id": d.task_id,
+        "name": d.name,
+        "status": str(d.status),
+        "error": _error(d.error, traceback=True),
+        "args": json_safe(d.args),
+        "kwargs": json_safe(d.kwargs),
+        "priority": str(d.priority),
+        "queue": d.queue,
+        "attempts": d.attempts,
+        "attempt_errors": [_error(e, traceback=True) for e in d.attempt_errors],
+        "worker_id": d.worker_id,
+        "submitted_at": d.submitted_at,
+        "failed_at": d.failed_at,
+        "retry_of": d.retry_of,
+        "truncated": d.truncated,
+    }
+
+
+def failed_list(listing: FailedList) -> dict[str, Any]:
+    return {
+        "tasks": [dead_letter(d) for d in listing.tasks],
+        "total": listing.total,
+        "stored": listing.stored,
+        "more": listing.more,
+    }
+
+
+def failed_retried(reply: FailedRetried) -> dict[str, Any]:
+    return {
+        "retried": [{"task_id": r.task_id, "new_task_id": r.new_task_id} for r in reply.retried],
+        "missing": list(reply.missing),
+        "more": reply.more,
+    }
+
+
+def failed_purged(reply: FailedPurged) -> dict[str, Any]:
+    return {"purged": reply.purged, "missing": list(reply.missing)}
+
+
+def cancelled(result: TaskResult, changed: bool) -> dict[str, Any]:
+    return {"task_id": result.task_id, "status": str(result.status), "changed": changed}
 
 
 def snapshot(engine: Engine, me: Identity, now: float) -> dict[str, Any]:

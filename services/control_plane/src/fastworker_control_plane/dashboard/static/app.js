@@ -417,6 +417,16 @@
     es.addEventListener('snapshot', onSnapshotEvent);
     es.addEventListener('queues', onQueuesEvent);
     es.addEventListener('replicas', onReplicasEvent);
+    for (const [name, handler] of streamHandlers) es.addEventListener(name, handler);
+  }
+
+  /** Handlers other scripts (failed.js) add for more of the stream's events. */
+  const streamHandlers = [];
+  const resyncHandlers = [];
+
+  function onStream(name, handler) {
+    streamHandlers.push([name, handler]);
+    if (source) source.addEventListener(name, handler);
   }
 
   function parseEventData(event) {
@@ -1467,6 +1477,15 @@
     return button;
   }
 
+  /** The dead letter a retried task runs again: a button opening that task. */
+  function retryOfButton(taskId) {
+    if (!taskId) return '–';
+    const button = el('button', { type: 'button', class: 'link-button mono', id: 'task-detail-retry-of',
+      'aria-label': `Open task ${taskId}, which this task retries` }, shortId(taskId));
+    button.addEventListener('click', () => openDetail(taskId, button));
+    return button;
+  }
+
   function renderDetail(task) {
     renderDetailHeading(task.name, task.status);
     const fields = [
@@ -1485,6 +1504,7 @@
       ['ETA', 'eta', timeValue(task.eta)],
       ['Trace id', 'trace_id', task.trace_id ? el('code', { class: 'mono selectable' }, task.trace_id) : '–'],
       ['Workflow', 'workflow', workflowButton(task.task_id)],
+      ['Retry of', 'retry_of', retryOfButton(task.retry_of)],
     ];
     const list = el('dl', { class: 'detail-grid' });
     for (const [label, key, value] of fields) {
@@ -1492,6 +1512,9 @@
     }
 
     const sections = [list];
+    // The actions on this task (Cancel, Retry), from failed.js when it is loaded.
+    const operations = window.fastworkerOperations;
+    if (operations) sections.push(operations.taskActions(task));
     // A finished task's arguments are dropped unless the control plane keeps them.
     sections.push(task.arguments_kept === false
       ? el('section', { class: 'detail-section' },
@@ -1726,6 +1749,7 @@
 
   function resync() {
     loadAll();
+    for (const handler of resyncHandlers) handler();
   }
 
   function init() {
@@ -1804,4 +1828,12 @@
 
   // A handle for debugging from the console; nothing depends on it.
   window.fastworkerDashboard = { tasks, openDetail, closeDetail, states: TASK_STATES };
+  // What failed.js builds on: the HTTP helpers, the stream, and the detail dialog.
+  Object.assign(window.fastworkerDashboard, {
+    el, getJSON, postAction, HttpError, warn, onStream, parseEventData,
+    onResync: (handler) => resyncHandlers.push(handler),
+    reloadDetail: () => { if (detailId !== null) loadDetail(); },
+    detailId: () => detailId,
+    fmt: { count: fmtCount, dateTime: fmtDateTime, relative: fmtRelative, isoTitle, shortId, truncate, errorLine },
+  });
 })();
