@@ -37,7 +37,7 @@ from fastworker_protocol.states import TaskState
 
 MAX_FAILED_LISTED = 10_000  # dead letters one list_failed returns, at most
 MAX_FAILED_ACTED = 10_000  # dead letters one retry_failed / purge_failed acts on, at most
-SCHEDULE_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:@/-]{0,199}$"
+SCHEDULE_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,199}$"
 ScheduleName = Annotated[str, msgspec.Meta(pattern=SCHEDULE_NAME_PATTERN)]
 
 
