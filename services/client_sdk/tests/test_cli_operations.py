@@ -3,16 +3,20 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from fastworker import Client, FailedPage, Retried, Retries, TaskNotFound, TaskRegistry
 from fastworker.cli import build_parser, main
 from fastworker.cli.common import EXIT_USAGE
 from fastworker.cli.failed_commands import failed_table, first_line, show_lines
 from fastworker.cli.schedule_commands import HEADER, call_text, schedule_row
 from fastworker.cli.times import format_time, parse_duration, parse_seconds, parse_when
+from fastworker.testing import eager
 from fastworker_protocol import DeadLetter, Priority, ScheduleInfo, TaskError
 
 NOW = datetime(2026, 12, 3, 19, 0, tzinfo=UTC).timestamp()
@@ -291,3 +295,148 @@ def test_an_added_schedule_shows_its_name_and_arguments() -> None:
 
 def test_long_arguments_are_cut() -> None:
     assert call_text(["x" * 100], {}, width=12) == '"xxxxxxxx...'
+
+
+# --- the commands' bodies, against a client whose calls are scripted ----------------------
+
+
+@pytest.fixture
+def scripted(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """``Client``'s operations calls answer from this dict (keyed by method name) and
+    record their arguments under ``"<name>.called"``; the client connects to ``eager()``,
+    so nothing dials a network."""
+    replies: dict[str, Any] = {}
+
+    def fake(name: str) -> Any:
+        async def call(self: Client, *args: Any, **kwargs: Any) -> Any:
+            replies[f"{name}.called"] = (args, kwargs)
+            reply = replies[name]
+            if isinstance(reply, Exception):
+                raise reply
+            return reply
+
+        return call
+
+    for name in ("list_failed", "get_failed", "retry_failed", "purge_failed"):
+        monkeypatch.setattr(Client, name, fake(name))
+    for name in ("add_schedule", "remove_schedule", "list_schedules"):
+        monkeypatch.setattr(Client, name, fake(name))
+    with eager(TaskRegistry()):
+        yield replies
+
+
+def test_failed_list_prints_the_table_and_says_when_some_were_left_out(
+    scripted: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = FailedPage([DEAD])
+    page.total, page.stored = 5, 9
+    scripted["list_failed"] = page
+
+    code = main(["failed", "list", "--task-name", "boom", "--limit", "1"])
+
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert out.splitlines()[0].split() == [
+        "TASK",
+        "NAME",
+        "ERROR",
+        "MESSAGE",
+        "ATTEMPTS",
+        "FAILED",
+        "AT",
+    ]
+    assert out.splitlines()[1].startswith("t1")
+    assert "1 of 5 matching failed tasks shown (9 kept in all)" in err
+    assert scripted["list_failed.called"][1]["task_name"] == "boom"
+
+
+def test_failed_show_of_an_unknown_id_exits_2_saying_so(
+    scripted: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    scripted["get_failed"] = TaskNotFound("task_not_found", "no dead letter t9: unknown")
+
+    assert main(["failed", "show", "t9"]) == EXIT_USAGE
+    assert capsys.readouterr().err == "fastworker: no dead letter t9: unknown\n"
+
+
+def test_failed_retry_prints_each_new_id_and_exits_1_when_an_id_was_missing(
+    scripted: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    done = Retries()
+    done.append(Retried(task_id="t1", new_task_id="n1"))
+    done.missing.append("t9")
+    scripted["retry_failed"] = done
+
+    code = main(["failed", "retry", "t1", "t9"])
+
+    out, err = capsys.readouterr()
+    assert (code, out) == (1, "t1 -> n1\nretried 1 failed task\n")
+    assert err == "fastworker: not found: t9\n"
+    assert scripted["retry_failed.called"][0] == ("t1", "t9")
+
+
+def test_failed_retry_all_matching_passes_the_filters(
+    scripted: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    scripted["retry_failed"] = Retries()
+
+    code = main(
+        ["failed", "retry", "--all-matching", "--error-type", "WorkerLost", "--since", "1h"]
+    )
+
+    args, kwargs = scripted["retry_failed.called"]
+    assert (code, args, kwargs["all_matching"], kwargs["error_type"]) == (0, (), True, "WorkerLost")
+    assert kwargs["since"] == pytest.approx(time.time() - 3600, abs=60)
+    assert capsys.readouterr().out == "retried 0 failed tasks\n"
+
+
+def test_failed_purge_counts_and_exits_1_for_ids_not_found(
+    scripted: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    scripted["purge_failed"] = 1
+
+    code = main(["failed", "purge", "t1", "t9"])
+
+    out, err = capsys.readouterr()
+    assert (code, out, err) == (
+        1,
+        "purged 1 failed task\n",
+        "fastworker: 1 of the ids were not found\n",
+    )
+
+
+def test_schedules_add_prints_the_schedule_and_remove_says_whether_there_was_one(
+    scripted: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    scripted["add_schedule"] = ScheduleInfo(
+        name="nightly", spec="every 300 s", next_run=NOW, source="runtime", task="report", args=[42]
+    )
+    scripted["remove_schedule"] = False
+
+    added = main(["schedules", "add", "nightly", "report", "42", "--every", "5m"])
+    removed = main(["schedules", "remove", "nightly"])
+
+    out = capsys.readouterr().out.splitlines()
+    assert (added, removed) == (0, 0)
+    assert out == [
+        "schedule nightly: report(42) every 300 s, next run 2026-12-03 19:00:00 UTC",
+        "not removed: no schedule was added as nightly",
+    ]
+    args, kwargs = scripted["add_schedule.called"]
+    assert (args, kwargs["args"], kwargs["interval"], kwargs["cron"]) == (
+        ("nightly", "report"),
+        [42],
+        300.0,
+        None,
+    )
+
+
+def test_schedules_alone_prints_the_table(
+    scripted: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    scripted["list_schedules"] = [ScheduleInfo(name="tick", spec="every 1 s", next_run=NOW)]
+
+    assert main(["schedules"]) == 0
+    header, row = capsys.readouterr().out.splitlines()
+    assert header.split()[:2] == ["TASK", "SCHEDULE"]
+    assert row.startswith("tick")
