@@ -4,6 +4,7 @@ before sending anything."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, TypeVar
@@ -11,6 +12,7 @@ from typing import Any, TypeVar
 import pytest
 
 from fastworker import (
+    Client,
     DeadLetter,
     FailedPage,
     InvalidArguments,
@@ -18,6 +20,7 @@ from fastworker import (
     Retried,
     Retries,
     ScheduleInfo,
+    SyncClient,
     TaskNotFound,
     TaskRegistry,
     task,
@@ -25,12 +28,12 @@ from fastworker import (
 from fastworker._operations import (
     AsyncOperations,
     SyncOperations,
+    check_selection,
     failed_filter,
     interval_seconds,
     purge_again,
     retry_again,
     schedule_spec,
-    selection,
     unix_time,
 )
 from fastworker_protocol import (
@@ -118,7 +121,7 @@ def test_a_retry_or_purge_needs_ids_or_all_matching_but_not_both(
     ids: tuple[str, ...], all_matching: bool
 ) -> None:
     with pytest.raises(ValueError, match="all_matching"):
-        selection(ids, all_matching, failed_filter(ids))
+        check_selection(ids, all_matching)
 
 
 def test_retry_with_neither_ids_nor_all_matching_sends_nothing() -> None:
@@ -355,3 +358,24 @@ async def test_remove_schedule_says_whether_there_was_one() -> None:
     assert await client.remove_schedule("s") is True
     assert await client.remove_schedule("s") is False
     assert client.script.sent == [RemoveSchedule(name="s")] * 2
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "list_failed",
+        "get_failed",
+        "retry_failed",
+        "purge_failed",
+        "add_schedule",
+        "remove_schedule",
+    ],
+)
+def test_both_clients_have_the_call_with_the_same_parameters(name: str) -> None:
+    async_call, sync_call = getattr(Client, name), getattr(SyncClient, name)
+
+    assert inspect.iscoroutinefunction(async_call)
+    assert not inspect.iscoroutinefunction(sync_call)
+    assert inspect.signature(async_call) == inspect.signature(sync_call)
+    assert sync_call.__doc__
+    assert async_call.__doc__

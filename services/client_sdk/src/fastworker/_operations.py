@@ -120,9 +120,8 @@ def failed_filter(
     )
 
 
-def selection(task_ids: Sequence[str], all_matching: bool, found: FailedFilter) -> FailedFilter:
-    """The selection of a retry or purge, refused when it names neither ids nor
-    ``all_matching`` (or both)."""
+def check_selection(task_ids: Sequence[str], all_matching: bool) -> None:
+    """Refuse a retry or purge that names neither ids nor ``all_matching`` (or both)."""
     if task_ids and all_matching:
         raise ValueError("give task ids or all_matching=True, not both")
     if not task_ids and not all_matching:
@@ -130,7 +129,6 @@ def selection(task_ids: Sequence[str], all_matching: bool, found: FailedFilter) 
             "give the dead letters' task ids, or all_matching=True to act on every dead "
             "letter that matches the filters (all of them, with no filter)"
         )
-    return found
 
 
 def list_message(found: FailedFilter, limit: int) -> ListFailed:
@@ -319,7 +317,7 @@ class AsyncOperations:
         found = failed_filter(
             task_ids, task_name=task_name, error_type=error_type, since=since, until=until
         )
-        selection(task_ids, all_matching, found)
+        check_selection(task_ids, all_matching)
         done = Retries()
         for first in retry_messages(found, all_matching):
             message: RetryFailed | None = first
@@ -342,7 +340,7 @@ class AsyncOperations:
         found = failed_filter(
             task_ids, task_name=task_name, error_type=error_type, since=since, until=until
         )
-        selection(task_ids, all_matching, found)
+        check_selection(task_ids, all_matching)
         purged = 0
         for message in purge_messages(found, all_matching):
             while True:
@@ -437,7 +435,7 @@ class SyncOperations:
         found = failed_filter(
             task_ids, task_name=task_name, error_type=error_type, since=since, until=until
         )
-        selection(task_ids, all_matching, found)
+        check_selection(task_ids, all_matching)
         done = Retries()
         for first in retry_messages(found, all_matching):
             message: RetryFailed | None = first
@@ -459,7 +457,7 @@ class SyncOperations:
         found = failed_filter(
             task_ids, task_name=task_name, error_type=error_type, since=since, until=until
         )
-        selection(task_ids, all_matching, found)
+        check_selection(task_ids, all_matching)
         purged = 0
         for message in purge_messages(found, all_matching):
             while True:
