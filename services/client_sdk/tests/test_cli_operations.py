@@ -194,6 +194,18 @@ def test_show_has_the_arguments_the_link_and_every_attempts_traceback() -> None:
     assert last + "\nValueError: bad input" in text
 
 
+def test_show_lists_the_last_attempt_once_when_attempt_errors_already_has_it() -> None:
+    first = TaskError(type="RuntimeError", message="1", traceback="tb 1")
+    second = TaskError(type="RuntimeError", message="2", traceback="tb 2")
+    summary = TaskError(type="RuntimeError", message="2 (after 2 attempts: ...)", traceback="tb 2")
+    dead = DeadLetter(task_id="t", name="n", error=summary, attempt_errors=[first, second])
+
+    text = "\n".join(show_lines(dead))
+
+    assert text.count("--- attempt") == 2
+    assert "--- attempt 2 (last): RuntimeError: 2\ntb 2" in text
+
+
 def test_show_names_how_a_task_failed_when_it_did_not_raise() -> None:
     lost = DeadLetter(
         task_id="t",

@@ -210,12 +210,25 @@ def show_lines(dead: DeadLetter) -> list[str]:
     lines = [f"{key.ljust(width)}  {value}" for key, value in fields]
     if dead.truncated:
         lines.append("(some of it was too long to list and was left out)")
-    errors = [*dead.attempt_errors, *([dead.error] if dead.error else [])]
+    errors = attempt_errors(dead)
     for number, error in enumerate(errors, 1):
         last = " (last)" if number == len(errors) and dead.error is not None else ""
         lines += ["", f"--- attempt {number}{last}: {_error_text(error)}"]
         lines += (error.traceback or "(no traceback)").rstrip("\n").splitlines()
     return lines
+
+
+def attempt_errors(dead: DeadLetter) -> list[TaskError]:
+    """Every attempt's error, oldest first: ``attempt_errors``, and the last error unless
+    they already end with its attempt (a control plane may list every attempt there, or
+    only the earlier ones)."""
+    errors = list(dead.attempt_errors)
+    last = dead.error
+    if last is not None and not (
+        errors and (errors[-1].type, errors[-1].traceback) == (last.type, last.traceback)
+    ):
+        errors.append(last)
+    return errors
 
 
 def _error_text(error: TaskError | None) -> str:
@@ -282,4 +295,4 @@ def _confirmed() -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-__all__ = ["add_commands", "failed_table", "first_line", "show_lines"]
+__all__ = ["add_commands", "attempt_errors", "failed_table", "first_line", "show_lines"]
