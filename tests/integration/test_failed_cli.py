@@ -9,11 +9,13 @@ import asyncio
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from harness import Cluster, wait_until
+from it_tasks import add, explode
 
-from fastworker import Client
+from fastworker import Client, SyncClient
 
 
 async def _fastworker(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
@@ -169,3 +171,51 @@ async def test_a_schedule_on_a_task_nobody_registered_is_rejected(
 
     assert done.returncode == 2
     assert "rejected" in done.stderr
+
+
+async def test_the_sdk_filters_by_error_type_and_time_and_retries_all_matching(
+    cluster: Cluster, client: Client, tmp_path: Path
+) -> None:
+    # Given two failed tasks, of two error types
+    before = datetime.now(UTC) - timedelta(seconds=1)
+    boom = await client.delay(explode, "boom")
+    picky = await client.delay("picky", str(tmp_path / "count"))  # ValueError, not retried
+    for task_id in (boom, picky):
+        await _failed_for_good(client, task_id)
+
+    # When they are listed by error type and time, from the blocking client too
+    runtime = await client.list_failed(error_type="RuntimeError", since=before)
+    none_yet = await client.list_failed(until=before)
+    with SyncClient(cluster.discovery, timeout=20) as blocking:
+        shown = await asyncio.to_thread(blocking.get_failed, picky)
+
+    # Then each filter holds, and a dead letter is read whole
+    assert [d.task_id for d in runtime] == [boom]
+    assert (runtime.total, none_yet.total) == (1, 0)
+    assert shown.error is not None
+    assert shown.error.type == "ValueError"
+    assert shown.args == [str(tmp_path / "count")]
+
+    # When every RuntimeError is retried
+    retried = await client.retry_failed(all_matching=True, error_type="RuntimeError")
+
+    # Then only that one ran again, linked to it
+    assert [r.task_id for r in retried] == [boom]
+    again = await client.wait_result(retried[0].new_task_id, timeout=20)
+    assert again.retry_of == boom
+    assert [d.task_id for d in await client.list_failed(error_type="ValueError")] == [picky]
+
+
+async def test_the_sdk_adds_a_schedule_of_a_task_object_every_timedelta(
+    cluster: Cluster, client: Client
+) -> None:
+    info = await client.add_schedule("sum-2-3", add, args=[2, 3], interval=timedelta(seconds=0.5))
+
+    assert (info.name, info.task, info.args, info.source) == ("sum-2-3", "add", [2, 3], "runtime")
+
+    async def ran() -> bool:
+        return any(t.name == "add" and t.result == 5 for t in await client.list_tasks(limit=100))
+
+    await wait_until(ran, 15, "a run of add(2, 3)")
+    assert await client.remove_schedule("sum-2-3") is True
+    assert "sum-2-3" not in {s.name for s in await client.list_schedules()}
