@@ -25,9 +25,8 @@ from fastworker import (
     TaskRegistry,
     task,
 )
+from fastworker._operation_calls import AsyncOperations, SyncOperations
 from fastworker._operations import (
-    AsyncOperations,
-    SyncOperations,
     check_selection,
     failed_filter,
     interval_seconds,

@@ -41,7 +41,7 @@ from fastworker._calls import (
 from fastworker._coalescer import SendBatch, SubmitCoalescer
 from fastworker._discovery import DiscoveryPeer, LeaderSearch
 from fastworker._leader import Attempts, back_when, follows, rewait
-from fastworker._operations import AsyncOperations
+from fastworker._operation_calls import AsyncOperations
 from fastworker._task import Task
 from fastworker._transport import RequestChannel
 from fastworker._workflows import AsyncWorkflows

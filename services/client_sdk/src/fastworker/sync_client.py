@@ -45,7 +45,7 @@ from fastworker._calls import (
     unwrap,
 )
 from fastworker._leader import SETTLE, Attempts, back_when, follows, rewait
-from fastworker._operations import SyncOperations
+from fastworker._operation_calls import SyncOperations
 from fastworker._task import Task
 from fastworker._workflows import SyncWorkflows
 from fastworker.client import RESULTS, Client
