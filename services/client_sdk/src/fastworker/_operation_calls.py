@@ -156,7 +156,9 @@ class AsyncOperations:
         default the ``@task``'s, else normal) and go to ``queue`` (default: the task's).
         The control plane keeps it across restarts (with a state dir) and runs it once per
         tick however many subworkers there are; adding a schedule under a name already
-        added replaces it. Returns the schedule, with its next run."""
+        added replaces it (the same definition again changes nothing), and a declared
+        schedule's name (its task's) is refused. Returns the schedule, with its next run.
+        Raises ``UnknownTask`` / ``InvalidArguments`` as a submission would."""
         spec = schedule_spec(
             name,
             task,
@@ -172,8 +174,9 @@ class AsyncOperations:
         return reply.schedule
 
     async def remove_schedule(self, name: str) -> bool:
-        """Stop and forget the schedule added as ``name``; ``False`` if there was none
-        (a schedule a ``@task`` declares cannot be removed: remove it from the code)."""
+        """Stop and forget the schedule added as ``name`` (a run already queued still
+        runs); ``False`` if there was none. A schedule a ``@task`` declares is refused
+        (``RequestRejected``): remove its ``cron``/``repeat_interval`` from the code."""
         message = RemoveSchedule(name=check_schedule_name(name))
         return (await self._request(RESULTS, message, ScheduleRemoved, None)).removed
 
