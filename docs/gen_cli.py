@@ -46,6 +46,14 @@ argparse parsers themselves (`docs/gen_cli.py`), and a test fails when it differ
   connection error, with one line on stderr.
 * `--help` on any command prints the same options, with the defaults in effect in your
   environment.
+* Every command that talks to a control plane also takes the
+  [client options](#client-options) (where to find it, timeouts, token, TLS), listed once
+  at the end.
+"""
+
+CLIENT_OPTIONS_INTRO = """\
+Every command that talks to a control plane (`submit`, `status`, `failed list`,
+`schedules add`, `queues`...) takes these, to find it and to talk to it.
 """
 
 
@@ -155,6 +163,35 @@ def _synopsis(prog: str, sub: argparse.ArgumentParser) -> str:
     return " ".join([prog, *required, *positional, *(["[options]"] if _options(sub) else [])])
 
 
+def _client_options() -> list[argparse.Action]:
+    """The options ``add_client_options`` gives a command, in their order."""
+    from fastworker.cli.common import add_client_options
+
+    probe = argparse.ArgumentParser(add_help=False)
+    with _neutral_environment():
+        add_client_options(probe)
+    return _options(probe)
+
+
+def _option_rows(actions: list[argparse.Action]) -> list[str]:
+    lines = ["", "| option (and variable) | default | description |", "|---|---|---|"]
+    for action in actions:
+        help_text, env = _help_and_env(action)
+        option = f"{_invocation(action)}<br>{env}" if env else _invocation(action)
+        row = [option, _default(action), help_text]
+        lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
+    return lines
+
+
+def _own_options(sub: argparse.ArgumentParser) -> tuple[list[argparse.Action], bool]:
+    """A command's options but the client options, and whether it takes those."""
+    shared = {flag for action in _client_options() for flag in action.option_strings}
+    options = _options(sub)
+    if not shared <= {flag for a in options for flag in a.option_strings}:
+        return options, False  # some of them only (a service's --auth-token, --tls-*)
+    return [a for a in options if not set(a.option_strings) <= shared], True
+
+
 def _section(name: str, help_: str, sub: argparse.ArgumentParser, level: int = 2) -> list[str]:
     """A command's heading, synopsis and tables; a command with subcommands of its own
     (``journal dump``) gets a section per subcommand, one level down."""
@@ -171,13 +208,11 @@ def _section(name: str, help_: str, sub: argparse.ArgumentParser, level: int = 2
         for action in _positionals(sub):
             help_text = _cell(" ".join((action.help or "").split()))
             lines.append(f"| `{_metavar(action)}` | {help_text} |")
-    if _options(sub):
-        lines += ["", "| option (and variable) | default | description |", "|---|---|---|"]
-        for action in _options(sub):
-            help_text, env = _help_and_env(action)
-            option = f"{_invocation(action)}<br>{env}" if env else _invocation(action)
-            row = [option, _default(action), help_text]
-            lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
+    own, client = _own_options(sub)
+    if own:
+        lines += _option_rows(own)
+    if client:
+        lines += ["", "And the [client options](#client-options)."]
     return lines
 
 
@@ -189,6 +224,8 @@ def render_parser(parser: argparse.ArgumentParser) -> str:
     lines += [f"| [`{parser.prog} {name}`](#{name}) | {help_} |" for name, help_, _ in commands]
     for name, help_, sub in commands:
         lines += _section(name, help_, sub)
+    lines += ["", "## Client options", "", CLIENT_OPTIONS_INTRO.rstrip("\n")]
+    lines += _option_rows(_client_options())
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -93,6 +93,29 @@ def test_a_client_command_against_nothing_loads_no_heavy_module(command: str) ->
     assert heavy_in(modules) == []
 
 
+# Commands with actions of their own (issue 22): the action, then its own arguments.
+CLIENT_ACTIONS = {
+    "failed list": ["--since", "12h"],
+    "failed show": ["t-1"],
+    "failed retry": ["t-1"],
+    "failed purge": ["t-1"],
+    "schedules list": [],
+    "schedules add": ["nightly", "add", "1", "2", "--every", "5m"],
+    "schedules remove": ["nightly"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(CLIENT_ACTIONS))
+def test_a_client_action_against_nothing_loads_no_heavy_module(command: str) -> None:
+    argv = [*command.split(), "--address", nothing_at(), "--connect-timeout", "0.1"]
+
+    code, modules, stderr = run(*argv, *CLIENT_ACTIONS[command])
+
+    assert (code, "no control plane answered" in stderr) == (2, True), stderr
+    assert "fastworker.client" in modules
+    assert heavy_in(modules) == []
+
+
 def test_a_client_command_loads_opentelemetry_when_tracing_is_asked_for() -> None:
     """The probe can see a lazy import happen: with ``OTEL_TRACES_EXPORTER`` set, the
     same command does set up tracing."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -161,3 +162,32 @@ def test_a_default_of_none_still_counts_as_a_default() -> None:
     assert maybe.signature().params == [
         Param(name="x", kind="POSITIONAL_OR_KEYWORD", has_default=True)
     ]
+
+
+def test_the_signature_carries_the_priority_and_how_long_results_are_kept() -> None:
+    @task(priority="high", result_ttl=timedelta(minutes=5), registry=TaskRegistry())
+    def report() -> None:
+        return None
+
+    signature = report.signature()
+
+    assert (signature.priority, signature.result_ttl) == (Priority.HIGH, 300.0)
+
+
+def test_a_result_ttl_of_zero_keeps_no_result_and_none_leaves_the_default() -> None:
+    @task(result_ttl=0, registry=TaskRegistry())
+    def fire() -> None:
+        return None
+
+    @task(registry=TaskRegistry())
+    def plain() -> None:
+        return None
+
+    assert fire.signature().result_ttl == 0.0
+    assert plain.signature().result_ttl is None
+
+
+@pytest.mark.parametrize("ttl", [-1, float("nan"), float("inf"), timedelta(seconds=-1)])
+def test_a_negative_or_endless_result_ttl_is_refused(ttl: float | timedelta) -> None:
+    with pytest.raises(ValueError, match="result_ttl"):
+        task(result_ttl=ttl, registry=TaskRegistry())(lambda: None)

@@ -12,6 +12,7 @@ async with Client() as client:
 
 from fastworker._context import TaskContext, current_task
 from fastworker._default import configure, default_client
+from fastworker._operations import FailedPage, Retries
 from fastworker._task import Task, TaskRegistry, default_registry, task
 from fastworker.canvas import Signature, Workflow, chain, chord, group, sig
 from fastworker.client import BatchItem, Client, TaskPage, unwrap
@@ -32,7 +33,7 @@ from fastworker.errors import (
 )
 from fastworker.sync_client import SyncClient
 from fastworker.tls import TLS, TLSError
-from fastworker_protocol import Priority, TaskError, TaskResult
+from fastworker_protocol import DeadLetter, Priority, Retried, ScheduleInfo, TaskError, TaskResult
 from fastworker_protocol import TaskState as TaskStatus
 
 __version__ = "0.1.0"
@@ -42,12 +43,17 @@ __all__ = [
     "BatchItem",
     "Client",
     "ControlPlaneUnavailable",
+    "DeadLetter",
+    "FailedPage",
     "FastWorkerError",
     "InvalidArguments",
     "MessageTooLarge",
     "Priority",
     "QueueFull",
     "RequestRejected",
+    "Retried",
+    "Retries",
+    "ScheduleInfo",
     "Signature",
     "SoftTimeLimitExceeded",
     "SyncClient",

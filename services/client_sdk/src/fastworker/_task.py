@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from fastworker_protocol import (
@@ -52,6 +52,7 @@ class Task(Generic[P, R]):
     concurrency_key: str | None = None
     pool: Pool = "thread"
     soft_time_limit: float | None = None
+    result_ttl: float | None = None
 
     @property
     def is_async(self) -> bool:
@@ -145,6 +146,8 @@ class Task(Generic[P, R]):
             rate_limit=self.rate_limit,
             concurrency_limit=self.concurrency_limit,
             concurrency_key=self.concurrency_key,
+            priority=self.priority,
+            result_ttl=self.result_ttl,
         )
 
 
@@ -203,6 +206,7 @@ def task(
     pool: Pool | None = None,
     time_limit: float | None = None,
     soft_time_limit: float | None = None,
+    result_ttl: float | timedelta | None = None,
     registry: TaskRegistry | None = None,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
@@ -228,11 +232,13 @@ def task(
     pool: Pool | None = None,
     time_limit: float | None = None,
     soft_time_limit: float | None = None,
+    result_ttl: float | timedelta | None = None,
     registry: TaskRegistry | None = None,
 ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
     """Register a function (sync or async) as a task, by default under its ``__name__``.
 
-    ``priority`` is the default priority clients use when they submit by this object.
+    ``priority`` is the default priority clients use when they submit by this object,
+    and the one its periodic runs take.
     A failure is retried up to ``max_retries`` times (only for exceptions that are
     instances of a type in ``retry_on``, subclasses included, when it is given; the
     subworker checks that where the exception is raised), waiting a random time up to
@@ -253,6 +259,9 @@ def task(
     queues they serve). The control plane starts at most ``rate_limit`` (``"20/m"``; per
     ``s``, ``m`` or ``h``) of its tasks, and keeps at most ``concurrency_limit`` running at
     once, per value of the argument ``concurrency_key`` when given, over all subworkers.
+    ``result_ttl`` (seconds, or a timedelta) is how long the control plane keeps its
+    results (0: none is kept; ``wait`` then cannot read it), instead of its
+    ``--result-ttl``.
     """
 
     def register(f: Callable[P, R]) -> Task[P, R]:
@@ -265,6 +274,7 @@ def task(
         if repeat_interval is not None and not 0.01 <= repeat_interval <= 366 * 24 * 3600:
             raise ValueError("repeat_interval must be between 0.01 seconds and a year")
         _check_limits(f, queue, rate_limit, concurrency_limit, concurrency_key)
+        kept = _result_ttl(result_ttl)
         t = Task(
             fn=f,
             name=name or f.__name__,
@@ -283,6 +293,7 @@ def task(
             concurrency_key=concurrency_key,
             pool=chosen,
             soft_time_limit=soft_time_limit,
+            result_ttl=kept,
         )
         (registry if registry is not None else default_registry).add(t)
         return t
@@ -297,6 +308,13 @@ def _time_limit(timeout: float | None, time_limit: float | None) -> float | None
     if limit is not None and limit <= 0:
         raise ValueError("time_limit must be positive")
     return limit
+
+
+def _result_ttl(ttl: float | timedelta | None) -> float | None:
+    seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else ttl
+    if seconds is not None and not 0 <= seconds < float("inf"):
+        raise ValueError("result_ttl must be 0 (keep no result) or more seconds")
+    return None if seconds is None else float(seconds)
 
 
 def _pool(

@@ -41,6 +41,7 @@ from fastworker._calls import (
 from fastworker._coalescer import SendBatch, SubmitCoalescer
 from fastworker._discovery import DiscoveryPeer, LeaderSearch
 from fastworker._leader import Attempts, back_when, follows, rewait
+from fastworker._operation_calls import AsyncOperations
 from fastworker._task import Task
 from fastworker._transport import RequestChannel
 from fastworker._workflows import AsyncWorkflows
@@ -91,7 +92,7 @@ RESULTS: local.Lane = None  # the results channel's lane (the others are priorit
 log = logging.getLogger("fastworker.client")
 
 
-class Client(AsyncWorkflows):
+class Client(AsyncWorkflows, AsyncOperations):
     """Async FastWorker client.
 
     ``timeout`` is one deadline for each call, retries included (and the default wait of
@@ -102,7 +103,9 @@ class Client(AsyncWorkflows):
     long finding and connecting to the control plane may take: with nothing there, ``start``
     and every call raise ``ControlPlaneUnavailable`` that soon, naming the address tried.
 
-    Workflows (``submit_workflow``, ``wait_workflow``...) come from ``AsyncWorkflows``.
+    Workflows (``submit_workflow``, ``wait_workflow``...) come from ``AsyncWorkflows``;
+    dead letters (``list_failed``, ``retry_failed``...) and schedules made at run time
+    (``add_schedule``, ``remove_schedule``) from ``AsyncOperations``.
 
     Replicated control planes (one leader, followers) are followed: give every replica's
     discovery address, comma-separated, and a call that loses the leader (no connection, no
@@ -477,7 +480,8 @@ class Client(AsyncWorkflows):
         return task_page(reply)
 
     async def list_schedules(self) -> list[ScheduleInfo]:
-        """The periodic tasks: their schedule, next and last run, runs and skipped ticks."""
+        """Every schedule, declared by ``@task`` or added at run time (``source``): its
+        spec, the task and arguments it runs, next and last run, runs and skipped ticks."""
         reply = await self._request(RESULTS, ListSchedules(), ScheduleList, None)
         return reply.schedules
 

@@ -45,6 +45,7 @@ from fastworker._calls import (
     unwrap,
 )
 from fastworker._leader import SETTLE, Attempts, back_when, follows, rewait
+from fastworker._operation_calls import SyncOperations
 from fastworker._task import Task
 from fastworker._workflows import SyncWorkflows
 from fastworker.client import RESULTS, Client
@@ -90,7 +91,7 @@ P = ParamSpec("P")
 log = logging.getLogger("fastworker.client")
 
 
-class SyncClient(SyncWorkflows):
+class SyncClient(SyncWorkflows, SyncOperations):
     """Blocking FastWorker client; same arguments and methods as :class:`Client` (a
     replicated control plane's leader is followed alike), and safe to share between
     threads."""
@@ -367,6 +368,7 @@ class SyncClient(SyncWorkflows):
         return task_page(self._request(RESULTS, message, TaskList))
 
     def list_schedules(self) -> list[ScheduleInfo]:
+        """As :meth:`Client.list_schedules`: every schedule, declared or added."""
         return self._request(RESULTS, ListSchedules(), ScheduleList).schedules
 
     def list_workers(self) -> list[WorkerInfo]:

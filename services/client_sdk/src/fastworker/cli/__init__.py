@@ -1,8 +1,9 @@
 """The ``fastworker`` command.
 
-Client commands (submit, status, result, cancel, workers, tasks, queues, ...) live here; the
-``control-plane`` and ``subworker`` commands are contributed by their packages through the
-``fastworker.commands`` entry-point group, so this SDK never imports them.
+Client commands (submit, status, result, cancel, workers, tasks, schedules, failed,
+queues, ...) live here; the ``control-plane`` and ``subworker`` commands are contributed
+by their packages through the ``fastworker.commands`` entry-point group, so this SDK
+never imports them.
 
 A client command must start quickly, so ``fastworker status`` never loads those plugins
 (the control plane's brings aiohttp, Prometheus and the dashboard): they are loaded only
@@ -17,7 +18,14 @@ import sys
 from collections.abc import Sequence
 from typing import TypeAlias
 
-from fastworker.cli import client_commands, dev, queue_commands, watch
+from fastworker.cli import (
+    client_commands,
+    dev,
+    failed_commands,
+    queue_commands,
+    schedule_commands,
+    watch,
+)
 from fastworker.cli.common import EXIT_OK, EXIT_USAGE, CommandError
 from fastworker.cli.lifetime import follow_parent
 
@@ -50,6 +58,8 @@ def _empty_parser() -> tuple[argparse.ArgumentParser, _Commands]:
 
 def _add_own(commands: _Commands) -> None:
     client_commands.add_commands(commands)
+    schedule_commands.add_commands(commands)
+    failed_commands.add_commands(commands)
     queue_commands.add_commands(commands)
     dev.add_command(commands)
     watch.add_command(commands)

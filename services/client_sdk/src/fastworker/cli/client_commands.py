@@ -1,4 +1,4 @@
-"""``fastworker submit | status | result | cancel | workers | tasks | schedules``."""
+"""``fastworker submit | status | result | cancel | workers | tasks``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -54,7 +53,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     add_option(
         p,
         "--kwargs",
-        type=_json_object,
+        type=json_object,
         default={},
         metavar="JSON",
         help="keyword arguments as a JSON object, e.g. '{\"x\": 1}'",
@@ -103,11 +102,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     add_option(p, "--json", switch=True, help="print JSON instead of a table")
     p.set_defaults(run=_tasks)
 
-    p = commands.add_parser("schedules", help="list periodic tasks and their runs")
-    add_option(p, "--json", switch=True, help="print JSON instead of a table")
-    p.set_defaults(run=_schedules)
-
-    for name in ("submit", "status", "result", "cancel", "workers", "tasks", "schedules"):
+    for name in ("submit", "status", "result", "cancel", "workers", "tasks"):
         add_client_options(commands.choices[name])
 
 
@@ -155,7 +150,7 @@ def _submit(args: argparse.Namespace) -> int:
         return with_client(args, batch)
     if args.task_name is None:
         raise CommandError("give --task-name (one task) or --batch FILE (many)")
-    task_args = [_json_or_text(a) for a in args.args]
+    task_args = [json_or_text(a) for a in args.args]
 
     async def body(client: Client) -> int:
         if args.non_blocking:
@@ -272,38 +267,6 @@ def _tasks(args: argparse.Namespace) -> int:
     return with_client(args, body)
 
 
-def _schedules(args: argparse.Namespace) -> int:
-    async def body(client: Client) -> int:
-        schedules = await client.list_schedules()
-        if args.json:
-            print_json(schedules)
-        else:
-            print_table(
-                ["TASK", "SCHEDULE", "NEXT RUN", "LAST RUN", "RUNS", "SKIPPED", "RUNNING"],
-                [
-                    [
-                        s.name,
-                        s.spec,
-                        _when(s.next_run),
-                        _when(s.last_run),
-                        s.times_run,
-                        s.skipped,
-                        "yes" if s.running else "no",
-                    ]
-                    for s in schedules
-                ],
-            )
-        return EXIT_OK
-
-    return with_client(args, body)
-
-
-def _when(timestamp: float | None) -> str:
-    if timestamp is None:
-        return "-"
-    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
 # --- output -------------------------------------------------------------------------------
 
 
@@ -337,14 +300,14 @@ def print_table(header: list[str], rows: list[list[Any]]) -> None:
         print("(none)")
 
 
-def _json_or_text(text: str) -> Any:
+def json_or_text(text: str) -> Any:
     try:
         return json.loads(text)
     except ValueError:
         return text
 
 
-def _json_object(text: str) -> dict[str, Any]:
+def json_object(text: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except ValueError as exc:
@@ -354,4 +317,12 @@ def _json_object(text: str) -> dict[str, Any]:
     return value
 
 
-__all__ = ["EXIT_USAGE", "add_commands", "print_json", "print_table", "with_client"]
+__all__ = [
+    "EXIT_USAGE",
+    "add_commands",
+    "json_object",
+    "json_or_text",
+    "print_json",
+    "print_table",
+    "with_client",
+]
