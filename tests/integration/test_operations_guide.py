@@ -77,7 +77,7 @@ async def test_the_operations_guide_runs_as_written(installed: Installed) -> Non
     env, discovery = ports()
     http = f"http://127.0.0.1:{env['FASTWORKER_HTTP_PORT']}"
     client_env = outside_env(**env, FASTWORKER_DISCOVERY_ADDRESS=discovery)
-    said: dict[str, str] = {}
+    checked: set[str] = set()
     replayed: dict[str, str] = {}
     with contextlib.ExitStack() as stack:
         for line in guide_lines():
@@ -92,44 +92,57 @@ async def test_the_operations_guide_runs_as_written(installed: Installed) -> Non
                 run(argv, app, client_env)
                 continue
             out = run(argv, app, client_env, timeout=120)
-            said[line] = out
             replayed |= replays(out)
-            check(line, out)
+            checked.add(check(line, out))
 
-    # Every dead letter was replayed once, and each replay succeeded, naming its original
-    assert sorted(replayed) == [f"charge-{c}" for c in CUSTOMERS]
-    async with Client(discovery, timeout=30) as client:
-        for original, new in replayed.items():
-            result = await client.wait_result(new, timeout=30)
-            assert result.status == TaskStatus.SUCCESS, result
-            assert result.retry_of == original
-            assert result.result == f"charged {original.removeprefix('charge-')} 1999 cents"
+        # Every dead letter was replayed once, and each replay succeeded, naming its original
+        assert sorted(replayed) == [f"charge-{c}" for c in CUSTOMERS]
+        async with Client(discovery, timeout=30) as client:
+            for original, new in replayed.items():
+                result = await client.wait_result(new, timeout=30)
+                assert result.status == TaskStatus.SUCCESS, result
+                assert result.retry_of == original
+                assert result.result == f"charged {original.removeprefix('charge-')} 1999 cents"
     assert (app / "state").is_dir()  # --state-dir, as the guide says
+    assert checked == {
+        "charge.py", "failed list", "failed show", "retry one", "retry all matching",
+        "purge", "queue", "queues", "schedules add", "schedules list", "schedules remove",
+    }  # fmt: skip
 
 
-def check(line: str, out: str) -> None:
-    """What the guide says each command does."""
+def check(line: str, out: str) -> str:
+    """What the guide says each command does; returns which command it was."""
     argv = shlex.split(line, comments=True)
     if argv[:3] == ["uv", "run", "python"]:
         assert out.split() == ["failure"] * 3, out
+        return "charge.py"
     command = argv[3:6]
     if command[:2] == ["failed", "list"]:
         for customer in CUSTOMERS:
             assert f"charge-{customer}" in out, out
         assert "ConnectionError" in out, out
-    elif command[:2] == ["failed", "show"]:
+        return "failed list"
+    if command[:2] == ["failed", "show"]:
         assert "payment gateway unreachable" in out, out
         assert "Traceback" in out, out
         assert '"acme"' in out or "'acme'" in out, out  # its arguments
-    elif command == ["failed", "retry", "charge-acme"]:
+        return "failed show"
+    if command == ["failed", "retry", "charge-acme"]:
         assert list(replays(out)) == ["charge-acme"], out
-    elif command[:3] == ["failed", "retry", "--all-matching"]:
+        return "retry one"
+    if command[:3] == ["failed", "retry", "--all-matching"]:
         assert sorted(replays(out)) == ["charge-globex", "charge-initech"], out
-    elif command == ["queues"]:
+        return "retry all matching"
+    if command[:2] == ["failed", "purge"]:
+        return "purge"  # nothing left to purge: every one was replayed
+    if command == ["queues"]:
         assert re.search(r"^reports\b.*\bpaused\b", out, flags=re.MULTILINE), out
-    elif command[:2] == ["schedules", "list"]:
+        return "queues"
+    if command[:2] == ["schedules", "list"]:
         assert "weekly-acme" in out, out
         assert "send_report" in out, out
+        return "schedules list"
+    return " ".join(command[:2]) if command[0] == "schedules" else command[0]
 
 
 def test_the_alerting_rule_is_valid_for_prometheus(tmp_path: Path) -> None:
