@@ -18,6 +18,7 @@ import shlex
 
 import aiohttp
 import pytest
+from guide_harness import guide_lines, install_beside_guide
 from harness import free_port_block, wait_until
 from test_install import (
     INSTALL_TIMEOUT,
@@ -25,12 +26,9 @@ from test_install import (
     ROOT,
     Installed,
     Started,
-    bash_blocks,
-    copy_checkout,
     outside_env,
     ports,
     run,
-    section,
     started,
     titled_blocks,
 )
@@ -44,22 +42,7 @@ SIGNUPS = 12  # per server: enough for each of gunicorn's 4 workers to serve som
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     """README's install, in an application directory holding the guide's files."""
-    tmp = tmp_path_factory.mktemp("flask-guide")
-    where = Installed(tmp / "fastworker", tmp / "myapp")
-    copy_checkout(where.checkout)
-    where.app.mkdir()
-    for name, text in titled_blocks(GUIDE.read_text(encoding="utf-8")).items():
-        (where.app / name).write_text(text, encoding="utf-8")
-    install = bash_blocks(section("Your own tasks"))[0]
-    script = "set -euo pipefail\n" + where.substitute(install)
-    run(["bash", "-c", script], tmp, outside_env(), timeout=INSTALL_TIMEOUT)
-    return where
-
-
-def guide_lines() -> list[str]:
-    """Every command line of the guide's shell blocks, in order (comment lines left out)."""
-    blocks = bash_blocks(GUIDE.read_text(encoding="utf-8"))
-    return [line for block in blocks for line in block.splitlines() if shlex.split(line, True)]
+    return install_beside_guide(tmp_path_factory.mktemp("flask-guide"), GUIDE)
 
 
 async def test_the_flask_guide_runs_as_written(installed: Installed) -> None:
@@ -68,7 +51,7 @@ async def test_the_flask_guide_runs_as_written(installed: Installed) -> None:
     app_env = {"FASTWORKER_DISCOVERY_ADDRESS": discovery}
     ran: list[str] = []
     with contextlib.ExitStack() as stack:
-        for line in guide_lines():
+        for line in guide_lines(GUIDE):
             argv = shlex.split(line, comments=True)
             if argv[:2] == [".venv/bin/pip", "install"]:  # its glob needs a shell
                 run(["bash", "-c", installed.substitute(line)], app, outside_env(), INSTALL_TIMEOUT)

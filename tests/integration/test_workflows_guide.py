@@ -19,17 +19,15 @@ import sys
 
 import pytest
 from examples_harness import EXAMPLES, clean_env
+from guide_harness import guide_lines, install_beside_guide
 from test_flask_guide import said_ready
 from test_install import (
     INSTALL_TIMEOUT,
     ROOT,
     Installed,
-    bash_blocks,
-    copy_checkout,
     outside_env,
     ports,
     run,
-    section,
     started,
     titled_blocks,
 )
@@ -47,22 +45,7 @@ def guide() -> str:
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     """README's install, in an application directory holding the guide's files."""
-    tmp = tmp_path_factory.mktemp("workflows-guide")
-    where = Installed(tmp / "fastworker", tmp / "myapp")
-    copy_checkout(where.checkout)
-    where.app.mkdir()
-    for name, text in titled_blocks(guide()).items():
-        (where.app / name).write_text(text, encoding="utf-8")
-    install = bash_blocks(section("Your own tasks"))[0]
-    script = "set -euo pipefail\n" + where.substitute(install)
-    run(["bash", "-c", script], tmp, outside_env(), timeout=INSTALL_TIMEOUT)
-    return where
-
-
-def guide_lines() -> list[str]:
-    """Every command line of the guide's shell blocks, in order (comment lines left out)."""
-    blocks = bash_blocks(guide())
-    return [line for block in blocks for line in block.splitlines() if shlex.split(line, True)]
+    return install_beside_guide(tmp_path_factory.mktemp("workflows-guide"), GUIDE)
 
 
 def printed() -> str:
@@ -77,7 +60,7 @@ async def test_the_workflows_guide_runs_as_written(installed: Installed) -> None
     client_env = outside_env(FASTWORKER_DISCOVERY_ADDRESS=discovery)
     ran: list[str] = []
     with contextlib.ExitStack() as stack:
-        for line in guide_lines():
+        for line in guide_lines(GUIDE):
             argv = shlex.split(line, comments=True)
             if argv[:2] == [".venv/bin/pip", "install"]:
                 run(argv, app, outside_env(), INSTALL_TIMEOUT)
