@@ -217,3 +217,18 @@ def test_schedule_entries_are_tagged_maps_with_field_names() -> None:
     dropped = msgspec.msgpack.encode(ScheduleDropped(name="acme"))
     assert msgspec.msgpack.decode(dropped) == {"type": "unschedule", "name": "acme"}
     assert msgspec.msgpack.decode(msgspec.msgpack.encode(defined), type=Entry) == defined
+
+
+def test_a_schedule_whose_time_zone_is_gone_is_dropped_and_named() -> None:
+    # A journal written where "Mars/Olympus_Mons" existed (as stored, it is only a name)
+    lost = msgspec.structs.replace(SPEC, name="elsewhere", cron="0 8 * * *", interval=None)
+    lost = msgspec.structs.replace(lost, tz="Mars/Olympus_Mons")
+    recovered = Recovered()
+    recovered.apply(ScheduleDefined(schedule=stored_schedule(SPEC)))
+    recovered.apply(ScheduleDefined(schedule=stored_schedule(lost)))
+    board = TaskBoard()
+
+    recovered.restore(board, NOW)
+
+    assert [i.name for i in runtime(board)] == ["acme"]
+    assert recovered.dropped_schedules == ["elsewhere"]

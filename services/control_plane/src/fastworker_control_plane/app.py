@@ -178,6 +178,10 @@ class ControlPlane:
         replayed = journal.load(salvage=self.config.salvage_journal)
         board = self.engine.board
         redelivered = replayed.recovered.restore(board, self.engine.clock())
+        if dropped := replayed.recovered.dropped_schedules:
+            log.warning(
+                "run-time schedules dropped: their time zone is unknown here", schedules=dropped
+            )
         book = self.engine.workflows.book
         outstanding = book.restore(replayed.recovered.workflows, self.engine.clock())
         try:

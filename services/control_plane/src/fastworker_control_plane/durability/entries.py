@@ -170,6 +170,8 @@ class Recovered:
     controls: Controls = field(default_factory=Controls)
     dead: dict[str, StoredDead] = field(default_factory=dict)
     workflows: list[WorkflowRecord] = field(default_factory=list)
+    # Run-time schedules ``restore`` could not make again (their time zone is gone).
+    dropped_schedules: list[str] = field(default_factory=list)
 
     def apply(self, entry: Entry) -> None:
         match entry:
@@ -217,7 +219,8 @@ class Recovered:
             board.adopt(task_record(task), now)
         board.saved_periodics.update({n: periodic_state(p) for n, p in self.periodics.items()})
         specs = [schedule_spec(s) for s in self.schedules.values()]
-        runtime_schedules.restore(board, specs, now)  # each takes its progress from saved
+        # Each takes its progress from saved
+        self.dropped_schedules = runtime_schedules.restore(board, specs, now)
         board.queues.paused.update(self.controls.paused)
         board.limits.restore(
             {
