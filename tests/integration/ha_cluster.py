@@ -57,15 +57,16 @@ class Replicas:
         self.etcd = etcd
         self.replicas: dict[str, Replica] = {}
         self.options: tuple[str, ...] = ()
+        taken: set[int] = set()  # every port chosen so far: no replica may take another's
         for name in names:
-            base = free_port_block(7)
-            self.replicas[name] = Replica(
-                name,
-                base,
-                _outside(base),
-                _outside(base),
-                cluster.tmp / f"state-{name}",
-            )
+            base = _block_outside(taken)
+            taken.update(range(base, base + 7))
+            discovery = _block_outside(taken, 1)
+            taken.add(discovery)
+            http = _block_outside(taken, 1)
+            taken.add(http)
+            state = cluster.tmp / f"state-{name}"
+            self.replicas[name] = Replica(name, base, discovery, http, state)
 
     @property
     def discovery(self) -> str:
@@ -156,9 +157,11 @@ class Replicas:
         await wait_until(synced, timeout, f"{followers} follower(s) in sync")
 
 
-def _outside(base: int) -> int:
-    """A free port outside ``base``'s block of 7 (discovery and HTTP must not collide)."""
+def _block_outside(taken: set[int], size: int = 7) -> int:
+    """A block of ``size`` free ports none of which is in ``taken`` (chosen for another
+    replica but not bound yet, so still free: an HTTP port inside another replica's NNG
+    block would answer in NNG's handshake)."""
     while True:
-        port = free_port_block(1)
-        if not base <= port < base + 7:
-            return port
+        start = free_port_block(size)
+        if taken.isdisjoint(range(start, start + size)):
+            return start

@@ -226,10 +226,9 @@ async def test_link_error_runs_on_failure_and_link_on_success(
     assert (await client.wait_workflow(failing, timeout=30)).state is WorkflowState.FAILURE
     assert (await client.wait_workflow(passing, timeout=30)).state is WorkflowState.SUCCESS
 
-    async def both_noted() -> bool:
-        return errors.exists() and successes.exists()
-
-    await wait_until(both_noted, 10, "the link and link_error tasks")
+    # (each file is complete once its task has ended: a file may exist before it is written)
+    await client.wait(f"{failing}.link_error-0", timeout=30)
+    await client.wait(f"{passing}.link-0", timeout=30)
     # Then link_error got the failed workflow's id, and link the other's last results
     assert [json.loads(line) for line in errors.read_text().splitlines()] == [failing]
     assert [json.loads(line) for line in successes.read_text().splitlines()] == [[2, 4]]
