@@ -249,7 +249,7 @@ def schedule_spec(
 def check_schedule_name(name: str) -> str:
     if not isinstance(name, str) or not _SCHEDULE_NAME.match(name):
         raise ValueError(
-            f"bad schedule name {name!r}: up to 200 letters, digits and _ . : @ / - "
-            "(not starting with one of . : @ / -)"
+            f"bad schedule name {name!r}: up to 200 letters, digits and _ . : @ - "
+            "(not starting with one of . : @ -)"
         )
     return name
