@@ -9,6 +9,9 @@ engine's action log, which the event stream sends to every dashboard watching.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 from aiohttp import web
 
 from fastworker_control_plane.core.rejected import Rejected
@@ -19,6 +22,7 @@ from fastworker_protocol import ErrorCode
 from fastworker_protocol.operations import FailedFilter
 
 SOURCE = "http"  # how the action log names this door
+M = TypeVar("M")
 
 
 class OperationRoutes:
@@ -50,24 +54,27 @@ class OperationRoutes:
         return reply(views.dead_letter(found[0]))
 
     async def retry_failed(self, request: web.Request) -> web.Response:
-        try:
-            actions.check_origin(request.headers, request.host)
-            selection = actions.failed_selection(await request.read())
-            retried = self.engine.retry_failed(selection.filter, selection.all_matching, SOURCE)
-            await self.engine.durable()
-        except (actions.BadAction, actions.ForbiddenAction, Rejected) as exc:
-            return refused(exc)
-        return reply(views.failed_retried(retried))
+        return await self._on_failed(request, self.engine.retry_failed, views.failed_retried)
 
     async def purge_failed(self, request: web.Request) -> web.Response:
+        return await self._on_failed(request, self.engine.purge_failed, views.failed_purged)
+
+    async def _on_failed(
+        self,
+        request: web.Request,
+        act: Callable[[FailedFilter, bool, str], M],
+        encode: Callable[[M], dict[str, Any]],
+    ) -> web.Response:
+        """A retry or purge of the dead letters the body selects, journaled before it is
+        answered."""
         try:
             actions.check_origin(request.headers, request.host)
             selection = actions.failed_selection(await request.read())
-            purged = self.engine.purge_failed(selection.filter, selection.all_matching, SOURCE)
+            done = act(selection.filter, selection.all_matching, SOURCE)
             await self.engine.durable()
         except (actions.BadAction, actions.ForbiddenAction, Rejected) as exc:
             return refused(exc)
-        return reply(views.failed_purged(purged))
+        return reply(encode(done))
 
     async def cancel(self, request: web.Request) -> web.Response:
         task_id = request.match_info["task_id"]
