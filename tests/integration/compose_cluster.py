@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import free_port_block
+from harness import free_ports_apart
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "deploy" / "compose" / "compose.yaml"
@@ -114,11 +114,23 @@ class ComposeCluster:
 
     images: Images
     project: str = field(default_factory=lambda: f"fwtest-{uuid.uuid4().hex[:8]}")
-    base: int = field(default_factory=lambda: free_port_block(11))  # 5550..5560
-    http_port: int = field(default_factory=lambda: free_port_block(1))
-    otlp_port: int = field(default_factory=lambda: free_port_block(1))
-    prometheus_port: int = field(default_factory=lambda: free_port_block(1))
-    jaeger_ui_port: int = field(default_factory=lambda: free_port_block(1))
+    # Host ports, none inside another's block: 5550..5560, then one each
+    base: int = field(init=False)
+    http_port: int = field(init=False)
+    otlp_port: int = field(init=False)
+    otlp_grpc_port: int = field(init=False)
+    prometheus_port: int = field(init=False)
+    jaeger_ui_port: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        (
+            self.base,
+            self.http_port,
+            self.otlp_port,
+            self.otlp_grpc_port,
+            self.prometheus_port,
+            self.jaeger_ui_port,
+        ) = free_ports_apart(11, 1, 1, 1, 1, 1)
 
     @property
     def env(self) -> dict[str, str]:
@@ -127,7 +139,7 @@ class ComposeCluster:
                 "FASTWORKER_PORTS": f"{self.base}-{self.base + 10}",
                 "FASTWORKER_HTTP_PORT": str(self.http_port),
                 "JAEGER_UI_PORT": str(self.jaeger_ui_port),
-                "OTLP_GRPC_PORT": str(free_port_block(1)),
+                "OTLP_GRPC_PORT": str(self.otlp_grpc_port),
                 "OTLP_HTTP_PORT": str(self.otlp_port),
                 "PROMETHEUS_PORT": str(self.prometheus_port),
             }

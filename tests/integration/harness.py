@@ -61,6 +61,19 @@ def free_port_block(size: int) -> int:
     raise RuntimeError("no block of free ports found")
 
 
+def free_ports_apart(*sizes: int) -> list[int]:
+    """The first ports of free blocks of these sizes, no two overlapping: none is bound
+    until its server starts, so each block must also avoid the others."""
+    taken: set[int] = set()
+    starts = []
+    for size in sizes:
+        while not taken.isdisjoint(block := range(start := free_port_block(size), start + size)):
+            pass
+        taken.update(block)
+        starts.append(start)
+    return starts
+
+
 async def wait_until(
     condition: Callable[[], Awaitable[bool]], timeout: float = 10.0, what: str = "condition"
 ) -> None:
