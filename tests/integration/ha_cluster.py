@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from etcd_server import EtcdServer
-from harness import Cluster, Proc, free_port_block, wait_until
+from harness import Cluster, Proc, free_ports_apart, wait_until
 
 from fastworker import Client
 
@@ -57,14 +57,10 @@ class Replicas:
         self.etcd = etcd
         self.replicas: dict[str, Replica] = {}
         self.options: tuple[str, ...] = ()
-        taken: set[int] = set()  # every port chosen so far: no replica may take another's
+        # Every replica's ports apart from every other's (none is bound before it starts)
+        ports = iter(free_ports_apart(*(7, 1, 1) * len(names)))
         for name in names:
-            base = _block_outside(taken)
-            taken.update(range(base, base + 7))
-            discovery = _block_outside(taken, 1)
-            taken.add(discovery)
-            http = _block_outside(taken, 1)
-            taken.add(http)
+            base, discovery, http = next(ports), next(ports), next(ports)
             state = cluster.tmp / f"state-{name}"
             self.replicas[name] = Replica(name, base, discovery, http, state)
 
@@ -155,13 +151,3 @@ class Replicas:
             return said.get("replication") == "replicated" and len(said["in_sync"]) >= followers
 
         await wait_until(synced, timeout, f"{followers} follower(s) in sync")
-
-
-def _block_outside(taken: set[int], size: int = 7) -> int:
-    """A block of ``size`` free ports none of which is in ``taken`` (chosen for another
-    replica but not bound yet, so still free: an HTTP port inside another replica's NNG
-    block would answer in NNG's handshake)."""
-    while True:
-        start = free_port_block(size)
-        if taken.isdisjoint(range(start, start + size)):
-            return start
