@@ -17,13 +17,15 @@ import asyncio
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TypeVar
 
 from bench.config import CONTROL_PLANE_FLAGS, CPU_WORKERS, SUBWORKER_FLAGS
-from bench.procs import Proc, Supervisor, free_port_block, rss_mib
+from bench.procs import Proc, Supervisor, rss_mib
 from fastworker import Client
+from fastworker.testing import free_ports_apart
 
 TASK_MODULES: tuple[str, ...] = ("bench_tasks",)
 CPU_TASK_MODULES = ("bench_cpu_tasks",)
@@ -33,6 +35,8 @@ JOURNALED = {"cp+1sw+journal"}
 READY_TIMEOUT = 30.0
 CLIENT_TIMEOUT = 30.0
 _POLL = 0.02
+PORT_ATTEMPTS = 3
+PORT_TAKEN = "already in use"  # what a process that cannot bind a port says
 
 
 class ClusterError(RuntimeError):
@@ -51,10 +55,14 @@ async def wait_until(condition: Callable[[], Awaitable[bool]], timeout: float, w
 @dataclass
 class Cluster:
     supervisor: Supervisor
-    base_port: int = field(default_factory=lambda: free_port_block(6))
-    discovery_port: int = field(default_factory=lambda: free_port_block(1))
+    base_port: int = 0
+    discovery_port: int = 0
     control_plane: Proc | None = None
     subworkers: list[Proc] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.base_port:
+            self.base_port, self.discovery_port = free_ports_apart(6, 1)
 
     @property
     def discovery(self) -> str:
@@ -137,6 +145,11 @@ class Cluster:
     def dead_report(self) -> str:
         return "; ".join(p.describe_exit() for p in self.procs if not p.alive())
 
+    def lost_a_port_race(self) -> bool:
+        """Whether a process died because a port picked for it was bound by another
+        server meanwhile (the cluster is then worth starting again on fresh ports)."""
+        return any(not p.alive() and PORT_TAKEN in p.tail(4000) for p in self.procs)
+
     def check_alive(self) -> None:
         dead = self.dead_report()
         if dead:
@@ -216,12 +229,35 @@ async def running_cluster(
     if topology in CPU_WORKERS:
         processes, worker_concurrency = CPU_WORKERS[topology]
         modules = CPU_TASK_MODULES
-    with tempfile.TemporaryDirectory(prefix="fastworker-bench-") as state:
-        async with cluster_session(supervisor) as cluster:
-            local = worker_concurrency if subworkers == 0 else 0
-            cluster.start_control_plane(local, state if topology in JOURNALED else None, modules)
-            for _ in range(subworkers):
-                cluster.start_subworker(worker_concurrency, modules, processes)
-            async with cluster.client() as client:
-                await cluster.wait_workers(client, remote=subworkers, local=subworkers == 0)
+    local = worker_concurrency if subworkers == 0 else 0
+
+    async def start(cluster: Cluster, state: Path) -> None:
+        cluster.start_control_plane(local, str(state) if topology in JOURNALED else None, modules)
+        for _ in range(subworkers):
+            cluster.start_subworker(worker_concurrency, modules, processes)
+
+    async with started(lambda: Cluster(supervisor), start, "fastworker-bench-") as (cluster, c):
+        await cluster.wait_workers(c, remote=subworkers, local=subworkers == 0)
+        yield cluster, c
+
+
+@asynccontextmanager
+async def started(
+    make: Callable[[], C], start: Callable[[C, Path], Awaitable[None]], prefix: str
+) -> AsyncIterator[tuple[C, Client]]:
+    """A cluster ``make`` builds, started by ``start`` in a fresh state directory, and a
+    client connected to it; stopped (and the directory removed) on exit. A start that lost
+    a port race (a port was bound by another server between its pick and its bind) is tried
+    again on fresh ports, a few times."""
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        with tempfile.TemporaryDirectory(prefix=prefix) as state:
+            async with guarded(make()) as cluster, AsyncExitStack() as stack:
+                try:
+                    await start(cluster, Path(state))
+                    client = await stack.enter_async_context(cluster.client())
+                except ClusterError:
+                    if attempt < PORT_ATTEMPTS and cluster.lost_a_port_race():
+                        continue
+                    raise
                 yield cluster, client
+                return

@@ -24,9 +24,10 @@ import pynng
 
 from bench.config import FLOOR_BATCH, FLOOR_BATCHES_IN_FLIGHT, PIPELINE_DEPTH, Sizes
 from bench.floor_wire import MAX_MESSAGE_SIZE, Answer, Ask, Job, encoder
-from bench.procs import Proc, Supervisor, free_port_block
+from bench.procs import Proc, Supervisor
 from bench.scenarios import WrongResult
 from bench.stats import latency_summary_ms
+from fastworker.testing import free_port_block
 
 FLOOR_UNITS = {
     "latency.p50_ms": "ms",

@@ -25,8 +25,9 @@ from bench.blocking import in_thread, steps
 from bench.config import Sizes
 from bench.floor import READY_TIMEOUT, REQUEST_TIMEOUT, FloorError, check_answer
 from bench.floor_wire import MAX_MESSAGE_SIZE, Answer, Ask, Job, encoder
-from bench.procs import Proc, Supervisor, free_port_block
+from bench.procs import Proc, Supervisor
 from bench.stats import latency_summary_ms
+from fastworker.testing import free_port_block
 
 BLOCKING_FLOOR_UNITS = {
     "blocking_rt_p50_ms": "ms",

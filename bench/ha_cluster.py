@@ -26,7 +26,6 @@ import asyncio
 import datetime as dt
 import json
 import shutil
-import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Iterable
@@ -40,12 +39,13 @@ from bench.cluster import (
     TASK_MODULES,
     Cluster,
     ClusterError,
-    guarded,
+    started,
     wait_until,
 )
 from bench.config import CONTROL_PLANE_FLAGS
-from bench.procs import Proc, Supervisor, free_port_block
+from bench.procs import Proc, Supervisor
 from fastworker import Client
+from fastworker.testing import free_port_block
 
 ETCD = Path("/usr/bin/etcd")
 REPLICAS = 2
@@ -269,9 +269,13 @@ async def running_ha_cluster(
 ) -> AsyncIterator[tuple[Cluster, Client]]:
     """A ready ``cp-ha`` cluster and a client connected to its leader; stopped on exit
     (etcd included), and its temporary directory removed."""
-    with tempfile.TemporaryDirectory(prefix="fastworker-bench-ha-") as state:
-        async with guarded(HaCluster(supervisor)) as cluster:
-            await cluster.start(Path(state), worker_concurrency)
-            async with cluster.client() as client:
-                await cluster.wait_workers(client, remote=1, local=False)
-                yield cluster, client
+
+    async def start(cluster: HaCluster, state: Path) -> None:
+        await cluster.start(state, worker_concurrency)
+
+    async with started(lambda: HaCluster(supervisor), start, "fastworker-bench-ha-") as (
+        cluster,
+        client,
+    ):
+        await cluster.wait_workers(client, remote=1, local=False)
+        yield cluster, client

@@ -1,4 +1,4 @@
-"""Child processes of the benchmark: free ports, starting, RSS, and stopping every one.
+"""Child processes of the benchmark: starting, RSS, and stopping every one.
 
 A :class:`Supervisor` records every process it starts, so whatever happens to the run
 (a scenario error, a timeout, Ctrl-C, SIGTERM) the ``finally`` of the run stops them all:
@@ -12,7 +12,6 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,33 +23,6 @@ BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
 STOP_DEADLINE = 15.0
 _PR_SET_PDEATHSIG = 1
-
-
-def free_port_block(size: int) -> int:
-    """A port p such that p..p+size-1 are free on 127.0.0.1 right now."""
-    for _ in range(200):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            start: int = probe.getsockname()[1]
-        if start + size <= 65535 and _all_free(range(start, start + size)):
-            return start
-    raise RuntimeError("no block of free ports found")
-
-
-def _all_free(ports: Iterable[int]) -> bool:
-    held: list[socket.socket] = []
-    try:
-        for port in ports:
-            s = socket.socket()
-            held.append(s)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind(("127.0.0.1", port))
-        return True
-    except OSError:
-        return False
-    finally:
-        for s in held:
-            s.close()
 
 
 def child_env() -> dict[str, str]:

@@ -6,8 +6,6 @@ tests that need the processes and the network."""
 from __future__ import annotations
 
 import os
-import random
-import socket
 import subprocess
 import sys
 import time
@@ -20,7 +18,7 @@ import tasks
 
 import fastworker
 from fastworker import SyncClient
-from fastworker.testing import Cluster
+from fastworker.testing import Cluster, free_port_block
 
 HERE = Path(__file__).parent
 SCRIPTS = Path(sys.executable).parent  # the virtualenv's bin/, where pip put the commands
@@ -39,25 +37,12 @@ def fastworker_cluster() -> Iterator[Cluster]:
         yield cluster
 
 
-def free_ports(count: int) -> int:
-    """The first of ``count`` consecutive ports that are free on 127.0.0.1 now."""
-    while True:
-        first = random.randrange(20_000, 30_000)
-        try:
-            for port in range(first, first + count):
-                with socket.socket() as probe:
-                    probe.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return first
-
-
 @pytest.fixture(scope="session")
 def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A control plane and a subworker running tasks.py, started as in production, on
     ports of their own; the default client (``add.delay()``) talks to them. Yields the
     discovery address."""
-    base = free_ports(7)  # 6 request ports, then the discovery port
+    base = free_port_block(7)  # 6 request ports, then the discovery port
     discovery = f"tcp://127.0.0.1:{base + 6}"
     env = {
         **os.environ,

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import free_ports_apart
+
+from fastworker.testing import free_ports_apart
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "deploy" / "compose" / "compose.yaml"
@@ -28,6 +29,7 @@ OFFLINE_FILE = ROOT / "deploy" / "compose" / "compose.offline.yaml"
 OFFICIAL_BASE = "python:3.11-slim-bookworm"
 LOCAL_BASE = "fastworker-base:bookworm"
 TAG = "test"
+PORT_ATTEMPTS = 3  # a first `up` that finds a host port taken starts again on fresh ones
 
 
 def engine_problem() -> str | None:
@@ -51,6 +53,10 @@ def skip_without_docker() -> None:
     problem = engine_problem()
     if problem is not None and not os.environ.get("CI"):
         pytest.skip(f"container tests need Docker: {problem}", allow_module_level=True)
+
+
+def _port_taken(output: str) -> bool:
+    return "port is already allocated" in output or "address already in use" in output
 
 
 def run(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> str:
@@ -123,6 +129,9 @@ class ComposeCluster:
     jaeger_ui_port: int = field(init=False)
 
     def __post_init__(self) -> None:
+        self._pick_ports()
+
+    def _pick_ports(self) -> None:
         (
             self.base,
             self.http_port,
@@ -154,9 +163,21 @@ class ComposeCluster:
         return run(*self.images.compose_command(self.project), *args, env=self.env, timeout=timeout)
 
     def up(self, *args: str) -> float:
-        """Start (or change) the cluster and wait for it to be healthy; returns seconds."""
+        """Start (or change) the cluster and wait for it to be healthy; returns seconds.
+
+        A first start that finds a host port taken (by a server that bound it after it was
+        picked) starts again on fresh ports."""
         started = time.monotonic()
-        self.compose("up", "-d", "--no-build", "--wait", "--wait-timeout", "120", *args)
+        first = not self.compose("ps", "-q", "--all").split()
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                self.compose("up", "-d", "--no-build", "--wait", "--wait-timeout", "120", *args)
+                break
+            except AssertionError as exc:
+                if not (first and attempt < PORT_ATTEMPTS and _port_taken(str(exc))):
+                    raise
+                self.down()
+                self._pick_ports()
         return time.monotonic() - started
 
     def containers(self, service: str) -> list[str]:

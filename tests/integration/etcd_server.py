@@ -9,23 +9,18 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
 from pathlib import Path
 from types import TracebackType
 
+from fastworker.testing import free_port_block
+
 ETCD = Path("/usr/bin/etcd")
 READY_TIMEOUT = 20.0
 STOP_TIMEOUT = 10.0
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def runnable() -> bool:
@@ -37,8 +32,8 @@ class EtcdServer:
     def __init__(self, tmp_path: Path) -> None:
         self.data_dir = tmp_path / "etcd-data"
         self.log_path = tmp_path / "etcd.log"
-        self.client_port = _free_port()
-        self.peer_port = _free_port()
+        self.client_port = free_port_block()
+        self.peer_port = free_port_block()
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property

@@ -14,7 +14,9 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from harness import free_port_block, wait_until
+from harness import wait_until
+
+from fastworker.testing import free_port_block
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from etcd_server import EtcdServer
-from harness import Cluster, Proc, free_ports_apart, wait_until
+from harness import Cluster, Proc, wait_until
 
 from fastworker import Client
+from fastworker.testing import free_ports_apart
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 

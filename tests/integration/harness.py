@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
 import signal
 import socket
 import subprocess
@@ -17,61 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from fastworker import Client
+from fastworker.testing import free_port_block, free_ports_apart
 
 HERE = Path(__file__).parent
 STOP_TIMEOUT = 15.0
-
-
-_FIRST_PORT = 20_000  # above the well-known and most registered service ports
-_ports = random.Random()  # its own: a test seeding the global one must not pin the ports
-
-
-def _ephemeral_low() -> int:
-    """The first port of the kernel's ephemeral range (Linux), else the IANA one."""
-    try:
-        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
-        return int(text.split()[0])
-    except (OSError, ValueError, IndexError):
-        return 49_152
-
-
-def free_port_block(size: int) -> int:
-    """A port p such that p..p+size-1 are free on 127.0.0.1 right now.
-
-    Picked below the kernel's ephemeral range: a port the kernel handed out would be free
-    when checked, yet any process's next outgoing connection may take it before the server
-    under test binds it (a control plane that then cannot bind never announces itself).
-    """
-    low = _ephemeral_low()
-    for _ in range(200):
-        start = _ports.randrange(_FIRST_PORT, low - size)
-        held = []
-        try:
-            for port in range(start, start + size):
-                s = socket.socket()
-                held.append(s)
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                s.bind(("127.0.0.1", port))
-            return start
-        except OSError:
-            continue
-        finally:
-            for s in held:
-                s.close()
-    raise RuntimeError("no block of free ports found")
-
-
-def free_ports_apart(*sizes: int) -> list[int]:
-    """The first ports of free blocks of these sizes, no two overlapping: none is bound
-    until its server starts, so each block must also avoid the others."""
-    taken: set[int] = set()
-    starts = []
-    for size in sizes:
-        while not taken.isdisjoint(block := range(start := free_port_block(size), start + size)):
-            pass
-        taken.update(block)
-        starts.append(start)
-    return starts
+PORT_ATTEMPTS = 3
+PORT_TAKEN = "already in use"  # what a control plane that cannot bind a port says
 
 
 async def wait_until(
@@ -83,6 +33,27 @@ async def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         await asyncio.sleep(0.02)
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+def lost_a_port_race(proc: Proc, http_port: int, timeout: float = 30.0) -> bool:
+    """Wait until the control plane ``proc`` serves (its HTTP port, else its log says it
+    started) or exits; True if it exited because one of its ports was taken."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.popen.poll() is not None:
+            return PORT_TAKEN in proc.output()
+        if _listening(http_port) if http_port else "control plane started" in proc.output():
+            return False
+        time.sleep(0.02)
+    return False
 
 
 @dataclass
@@ -120,16 +91,14 @@ class Cluster:
     """Starts processes for one test and stops every one of them afterwards."""
 
     tmp: Path
-    base_port: int = field(default_factory=lambda: free_port_block(6))
-    discovery_port: int = field(default_factory=lambda: free_port_block(1))
+    base_port: int = 0
+    discovery_port: int = 0
     procs: list[Proc] = field(default_factory=list)
     http_port: int = 0  # the HTTP port of the last control plane started
 
     def __post_init__(self) -> None:
-        # Each pick is free on its own, so two picks can overlap: a discovery port inside
-        # the base block is refused by the control plane ("collides with the range").
-        while self.base_port <= self.discovery_port < self.base_port + 6:
-            self.discovery_port = free_port_block(1)
+        if not self.base_port:
+            self.base_port, self.discovery_port = free_ports_apart(6, 1)
 
     @property
     def http(self) -> str:
@@ -149,7 +118,8 @@ class Cluster:
         """Run ``fastworker ARGS``; a control plane gets a free HTTP port (``http_port``)
         unless ARGS choose one."""
         if args[:1] == ("control-plane",) and "--http-port" not in args:
-            self.http_port = free_port_block(1)
+            ours = {*range(self.base_port, self.base_port + 6), self.discovery_port}
+            self.http_port = free_port_block(1, avoid=ours)
             args = (*args, "--http-port", str(self.http_port))
         log = self.tmp / f"{name}-{len(self.procs)}.log"
         with log.open("wb") as out:
@@ -167,6 +137,21 @@ class Cluster:
 
     def control_plane(
         self, *extra: str, local_concurrency: int = 4, env: dict[str, str] | None = None
+    ) -> Proc:
+        """A control plane on this cluster's ports. The first process of a cluster that finds
+        a port taken (a server bound it after it was picked) starts again on fresh ports;
+        later ones keep theirs, since other processes were told them."""
+        first = not self.procs
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            proc = self._control_plane(extra, local_concurrency, env)
+            if not first or attempt == PORT_ATTEMPTS or not lost_a_port_race(proc, self.http_port):
+                return proc
+            self.procs.remove(proc)
+            self.base_port, self.discovery_port = free_ports_apart(6, 1)
+        raise AssertionError("unreachable")
+
+    def _control_plane(
+        self, extra: tuple[str, ...], local_concurrency: int, env: dict[str, str] | None
     ) -> Proc:
         return self.spawn(
             "control-plane",

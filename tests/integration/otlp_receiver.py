@@ -18,6 +18,7 @@ import asyncio
 import dataclasses
 import gzip
 import json
+import signal
 import threading
 import time
 import zlib
@@ -402,8 +403,12 @@ def main() -> None:
     args = parser.parse_args()
     receiver = OtlpReceiver(args.host, args.port).start()
     print(f"receiving OTLP/HTTP traces on {args.host}:{args.port}; GET {SPANS_PATH}", flush=True)
+    # As a container's PID 1 the kernel ignores SIGTERM unless a handler is set: without
+    # one, `docker compose down` waits out its whole timeout and then kills.
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: stopped.set())
     try:
-        threading.Event().wait()
+        stopped.wait()
     finally:
         receiver.close()
 

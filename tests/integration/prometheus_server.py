@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -32,6 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+
+from fastworker.testing import free_port_block
 
 PROMETHEUS = Path("/usr/bin/prometheus")
 READY_TIMEOUT = 30.0
@@ -43,12 +44,6 @@ LOG_TAIL = 4000
 
 # No ProxyHandler settings: a test must never route 127.0.0.1 traffic through a proxy.
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _check_target(target: str) -> None:
@@ -98,7 +93,7 @@ class PrometheusServer:
             return "(no log written)"
 
     def _spawn(self) -> subprocess.Popen[bytes]:
-        self.port = _free_port()
+        self.port = free_port_block()
         with self.log_path.open("ab") as log:
             return subprocess.Popen(
                 [

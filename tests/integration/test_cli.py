@@ -7,9 +7,10 @@ import subprocess
 import sys
 import time
 
-from harness import Cluster, free_port_block
+from harness import Cluster
 
 from fastworker import Client
+from fastworker.testing import free_port_block
 
 
 async def _fastworker(cluster: Cluster, *args: str, **env: str) -> subprocess.CompletedProcess[str]:

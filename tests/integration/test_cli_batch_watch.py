@@ -9,10 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness import Cluster, free_port_block, wait_until
+from harness import Cluster, wait_until
 from http_helpers import fastworker
 
 from fastworker import Client
+from fastworker.testing import free_port_block
 
 
 async def submit(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:

@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from harness import free_port_block
+
+from fastworker.testing import free_port_block
 
 # The console script's body, then the modules it left loaded as the last line of stdout.
 PROBE = """

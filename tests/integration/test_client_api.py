@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from harness import Cluster, free_port_block
+from harness import Cluster
 
 from fastworker import (
     Client,
@@ -24,6 +24,7 @@ from fastworker import (
     TaskStatus,
     Timeout,
 )
+from fastworker.testing import free_port_block
 
 
 async def test_delay_returns_an_id_whose_result_can_be_fetched_later(client: Client) -> None:

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import free_port_block
+
+from fastworker.testing import free_port_block, free_ports_apart
 
 pytestmark = pytest.mark.integration
 
@@ -28,11 +29,12 @@ def _env(**ports: int) -> dict[str, str]:
 
 
 def _free_ports() -> dict[str, int]:
+    base, discovery, http, metrics = free_ports_apart(6, 1, 1, 2)
     return {
-        "base_port": free_port_block(6),
-        "discovery_port": free_port_block(1),
-        "http_port": free_port_block(1),
-        "metrics_port": free_port_block(2),
+        "base_port": base,
+        "discovery_port": discovery,
+        "http_port": http,
+        "metrics_port": metrics,
     }
 
 
@@ -63,7 +65,7 @@ def _group_gone(pgid: int, timeout: float = 45) -> bool:
 def held_port() -> Iterator[int]:
     """A port some other process (this test) is listening on."""
     with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
+        held.bind(("127.0.0.1", free_port_block()))
         held.listen()
         yield held.getsockname()[1]
 

@@ -32,7 +32,9 @@ from typing import Any
 
 import pytest
 from compose_cluster import ROOT, TAG, ComposeCluster, Images, run, skip_without_docker
-from harness import free_port_block, wait_until
+from harness import wait_until
+
+from fastworker.testing import free_port_block
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 skip_without_docker()

@@ -31,9 +31,10 @@ from compose_cluster import (
     run,
     skip_without_docker,
 )
-from harness import free_port_block, wait_until
+from harness import wait_until
 
 from fastworker import Client, TaskStatus
+from fastworker.testing import free_port_block
 
 pytestmark = pytest.mark.integration
 

@@ -11,6 +11,7 @@ from examples_harness import Dev
 from harness import wait_until
 
 from fastworker import Client
+from fastworker.testing import free_port_block
 
 TASKS_V1 = """from fastworker import task
 
@@ -78,7 +79,7 @@ async def test_a_killed_dev_leaves_nothing_running(dev_dir: Path) -> None:
 
 def test_a_port_in_use_is_one_clear_error(dev_dir: Path) -> None:
     with socket.socket() as squatter:
-        squatter.bind(("127.0.0.1", 0))
+        squatter.bind(("127.0.0.1", free_port_block()))
         squatter.listen()
         dev = Dev(dev_dir, "--task-modules", "devtasks", http_port=squatter.getsockname()[1])
         try:

@@ -6,9 +6,10 @@ import asyncio
 import time
 
 import pynng
-from harness import Cluster, free_port_block, wait_until
+from harness import Cluster, wait_until
 
 from fastworker import Client
+from fastworker.testing import free_port_block
 from fastworker_protocol import Announce, Codec, Probe
 
 

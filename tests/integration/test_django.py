@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 from examples_harness import EXAMPLES, clean_env
-from harness import Cluster, Proc, free_port_block, wait_until
+from harness import Cluster, Proc, wait_until
+
+from fastworker.testing import free_port_block
 
 pytestmark = pytest.mark.integration
 

@@ -20,9 +20,10 @@ import pytest
 import yaml
 from compose_cluster import Images, run, skip_without_docker
 from examples_harness import EXAMPLES, clean_env, copy_example, dev_cluster, run_script
-from harness import free_port_block, wait_until
+from harness import wait_until
 
 from fastworker import Client, TaskStatus
+from fastworker.testing import free_port_block
 
 pytestmark = pytest.mark.integration
 

@@ -19,7 +19,7 @@ import shlex
 import aiohttp
 import pytest
 from guide_harness import guide_lines, install_beside_guide
-from harness import free_port_block, wait_until
+from harness import wait_until
 from test_install import (
     INSTALL_TIMEOUT,
     READY_TIMEOUT,
@@ -32,6 +32,8 @@ from test_install import (
     started,
     titled_blocks,
 )
+
+from fastworker.testing import free_port_block
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 

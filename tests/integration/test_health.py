@@ -8,8 +8,10 @@ import socket
 
 import aiohttp
 import pytest
-from harness import Cluster, free_port_block
+from harness import Cluster
 from http_helpers import fastworker, get_json, wait_for_status
+
+from fastworker.testing import free_port_block
 
 pytestmark = pytest.mark.integration
 
@@ -76,7 +78,7 @@ async def test_a_taken_http_port_makes_the_control_plane_exit_2_naming_the_port(
 ) -> None:
     # Given another process listening on the HTTP port
     with socket.socket() as squatter:
-        squatter.bind(("127.0.0.1", 0))
+        squatter.bind(("127.0.0.1", free_port_block()))
         squatter.listen()
         port = squatter.getsockname()[1]
 

@@ -37,9 +37,10 @@ import pytest
 import trustme
 import yaml
 from compose_cluster import ROOT, TAG, Images, run, skip_without_docker
-from harness import free_port_block, wait_until
+from harness import wait_until
 
 from fastworker import TLS, Client, TaskStatus
+from fastworker.testing import free_port_block
 
 pytestmark = pytest.mark.integration
 skip_without_docker()

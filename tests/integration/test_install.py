@@ -27,7 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from harness import free_port_block, wait_until
+from harness import wait_until
+
+from fastworker.testing import free_port_block
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

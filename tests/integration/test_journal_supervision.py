@@ -8,9 +8,10 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from harness import free_port_block, wait_until
+from harness import wait_until
 
 from fastworker import Client, RequestRejected, TaskRegistry, task
+from fastworker.testing import free_port_block
 from fastworker_control_plane.app import ControlPlane
 from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_control_plane.supervision import TaskDied

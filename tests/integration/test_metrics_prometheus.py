@@ -11,11 +11,12 @@ from typing import Any
 import aiohttp
 import prometheus_server
 import pytest
-from harness import Cluster, free_port_block
+from harness import Cluster
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_server import PrometheusServer
 
 from fastworker import Client, Priority, TaskStatus
+from fastworker.testing import free_port_block
 
 pytestmark = pytest.mark.integration
 

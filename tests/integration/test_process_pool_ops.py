@@ -11,7 +11,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from harness import Cluster, free_port_block, wait_until
+from harness import Cluster, wait_until
 from otlp_receiver import OtlpReceiver, ReceivedSpan
 from procfs import alive, children_of
 from prometheus_client.parser import text_string_to_metric_families
@@ -19,6 +19,7 @@ from test_logs import json_lines
 from test_tracing import otel_env, submit_with_cli
 
 from fastworker import Client, TaskStatus
+from fastworker.testing import free_port_block
 
 
 async def scrape(port: int) -> dict[str, float]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,6 +12,8 @@ from typing import Any
 import prometheus_server
 import pytest
 from prometheus_server import PrometheusServer
+
+from fastworker.testing import free_port_block
 
 pytestmark = [
     pytest.mark.integration,
@@ -61,9 +62,7 @@ def _metrics_endpoint() -> Iterator[str]:
 
 
 def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    return free_port_block()
 
 
 def _single_value(result: list[dict[str, Any]]) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pynng
 import pytest
-from harness import Cluster, free_port_block
+from harness import Cluster
 
 from fastworker import (
     Client,
@@ -30,6 +30,7 @@ from fastworker import (
     Unauthorized,
     UnknownTask,
 )
+from fastworker.testing import free_port_block
 from fastworker_protocol import PortMap
 
 FLAVOURS = ("async", "sync")

@@ -22,11 +22,11 @@ from typing import Any
 import pynng
 import pytest
 import trustme
-from harness import free_port_block
 
 from fastworker import TLS, Client, ControlPlaneUnavailable, SyncClient, TaskNotFound, TaskRegistry
 from fastworker._blocking import BlockingBus
 from fastworker._discovery import DiscoveryPeer
+from fastworker.testing import free_port_block
 from fastworker_protocol import (
     Accepted,
     Ack,

@@ -14,16 +14,11 @@ from dataclasses import dataclass
 import pynng
 import pytest
 
+from fastworker.testing import free_port_block
 from fastworker_control_plane.servers.reply_server import ReplyServer
 from fastworker_protocol import Codec, Get, Message, Results, TaskResult, TaskState
 
 MIN_IDLE, MAX_IDLE = 4, 16  # the server's own bounds (reply_server._MIN_IDLE, _MAX_IDLE)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 async def until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
@@ -58,7 +53,7 @@ def behaviour() -> Behaviour:
 
 @pytest.fixture
 async def served(behaviour: Behaviour, request: pytest.FixtureRequest) -> AsyncIterator[Served]:
-    port = free_port()
+    port = free_port_block()
     address = f"tcp://127.0.0.1:{port}"
     sock = pynng.Rep0(listen=address, async_backend="asyncio")
     options = getattr(request, "param", {})

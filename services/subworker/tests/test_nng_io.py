@@ -5,21 +5,19 @@ awaited with a deadline, never slept on."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator
 
 import pynng
 import pytest
 
+from fastworker.testing import free_port_block
 from fastworker_subworker.nng_io import ContextIO, Inbox, PendingSends
 
 DEADLINE = 10.0
 
 
 def free_address() -> str:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return f"tcp://127.0.0.1:{probe.getsockname()[1]}"
+    return f"tcp://127.0.0.1:{free_port_block()}"
 
 
 @pytest.fixture

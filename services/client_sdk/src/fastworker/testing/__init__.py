@@ -8,6 +8,8 @@
   from there only when asked for.
 * The pytest plugin (installed with the SDK): fixtures ``fastworker_eager``,
   ``fastworker_cluster`` and ``fastworker_client``.
+* :func:`free_port_block` and :func:`free_ports_apart`: loopback ports for a test that
+  starts a real control plane, picked outside the kernel's ephemeral range.
 """
 
 from __future__ import annotations
@@ -16,8 +18,17 @@ import importlib
 from typing import Any
 
 from fastworker.testing.eager import Eager, Submission, eager
+from fastworker.testing.ports import free_port_block, free_ports_apart
 
-__all__ = ["Cluster", "ClusterError", "Eager", "Submission", "eager"]
+__all__ = [
+    "Cluster",
+    "ClusterError",
+    "Eager",
+    "Submission",
+    "eager",
+    "free_port_block",
+    "free_ports_apart",
+]
 
 
 def __getattr__(name: str) -> Any:
