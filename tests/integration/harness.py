@@ -77,13 +77,21 @@ class Proc:
         return self.popen.wait(timeout)
 
     def stop(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
+        stop_all([self])
+
+
+def stop_all(procs: list[Proc], timeout: float = STOP_TIMEOUT) -> None:
+    """SIGTERM to every one at once (each drains in parallel), SIGKILL to whoever is still
+    running ``timeout`` seconds later."""
+    for proc in procs:
+        proc.signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        try:
+            proc.popen.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.popen.kill()
+            proc.popen.wait()
 
 
 @dataclass
@@ -182,6 +190,8 @@ class Cluster:
             self.discovery,
             "--concurrency",
             str(concurrency),
+            "--shutdown-timeout",  # as the control plane's: teardown waits for no long task
+            "3",
             *extra,
             env=env,
         )
@@ -200,5 +210,4 @@ class Cluster:
         await wait_until(enough, timeout, f"{count} registered workers")
 
     def stop(self) -> None:
-        for proc in reversed(self.procs):
-            proc.stop()
+        stop_all(self.procs[::-1])

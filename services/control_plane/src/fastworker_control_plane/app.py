@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pynng
 import structlog
@@ -18,9 +19,6 @@ from fastworker.tracing import active_tracer
 from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_control_plane.core.board import BoardConfig, TaskBoard
 from fastworker_control_plane.core.workflows import WorkflowBook
-from fastworker_control_plane.dashboard import replicas
-from fastworker_control_plane.dashboard.routes import DashboardRoutes
-from fastworker_control_plane.dashboard.views import Identity
 from fastworker_control_plane.durability.entries import snapshot
 from fastworker_control_plane.durability.journal import Journal, JournalError
 from fastworker_control_plane.engine import Clock, Engine
@@ -36,7 +34,9 @@ from fastworker_control_plane.tracing import DispatchTracer
 from fastworker_protocol import Announce, Codec, Message, Priority
 from fastworker_subworker import Subworker, SubworkerConfig
 from fastworker_subworker.health import PortInUse
-from fastworker_subworker.web import WebServer
+
+if TYPE_CHECKING:
+    from fastworker_subworker.web import WebServer
 
 log = structlog.get_logger(__name__)
 
@@ -124,6 +124,13 @@ class ControlPlane:
     async def _start_web(self) -> None:
         if not self.config.http_port:
             return
+        # Imported here: the web stack (aiohttp, the dashboard) is half a second of start-up
+        # that a control plane without an HTTP port never needs.
+        from fastworker_control_plane.dashboard import replicas
+        from fastworker_control_plane.dashboard.routes import DashboardRoutes
+        from fastworker_control_plane.dashboard.views import Identity
+        from fastworker_subworker.web import WebServer
+
         routes = DashboardRoutes(
             self.engine,
             Identity(self.instance_id, self.started_at),

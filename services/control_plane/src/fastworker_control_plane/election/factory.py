@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 from fastworker_control_plane.election.base import Clock, Elector
-from fastworker_control_plane.election.etcd import EtcdElector
 from fastworker_control_plane.election.settings import (
     DEFAULT_LEASE_DURATION,
     EtcdTarget,
@@ -27,7 +26,11 @@ def elector_from_url(
     """An elector for ``url``; ``ValueError`` for a bad URL or inconsistent timings."""
     target = parse_election_url(url)
     timing = LeaseTiming.from_lease(lease_duration, renew_deadline, retry_period)
+    # Each backend is imported only when chosen: etcd's brings aiohttp, a part of every
+    # control plane's start-up otherwise.
     if isinstance(target, EtcdTarget):
+        from fastworker_control_plane.election.etcd import EtcdElector
+
         return EtcdElector(target, candidate_id, addresses, timing, clock)
     from fastworker_control_plane.election.kubernetes import KubernetesElector
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pynng
 from prometheus_client import CollectorRegistry
@@ -13,7 +14,9 @@ from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_control_plane.servers.discovery import DiscoveryAnnouncer
 from fastworker_protocol import Announce, Codec
 from fastworker_subworker.health import PortInUse
-from fastworker_subworker.web import Readiness, WebServer
+
+if TYPE_CHECKING:
+    from fastworker_subworker.web import Readiness, WebServer
 
 
 class Standby:
@@ -34,6 +37,8 @@ class Standby:
         self._announcer = DiscoveryAnnouncer(self._bus, codec, None, config.announce_interval)
         self._web: WebServer | None = None
         if config.http_port:
+            from fastworker_subworker.web import WebServer  # aiohttp: only when serving HTTP
+
             metrics = CollectorRegistry(auto_describe=True)
             metrics.register(collector)
             self._web = WebServer(
