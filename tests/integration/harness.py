@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ HERE = Path(__file__).parent
 STOP_TIMEOUT = 15.0
 PORT_ATTEMPTS = 3
 PORT_TAKEN = "already in use"  # what a control plane that cannot bind a port says
+STARTED = "control plane started"  # what it logs once every port is bound
 
 
 async def wait_until(
@@ -35,22 +35,14 @@ async def wait_until(
         await asyncio.sleep(0.02)
 
 
-def _listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-    except OSError:
-        return False
-    return True
-
-
-def lost_a_port_race(proc: Proc, http_port: int, timeout: float = 30.0) -> bool:
-    """Wait until the control plane ``proc`` serves (its HTTP port, else its log says it
-    started) or exits; True if it exited because one of its ports was taken."""
+def lost_a_port_race(proc: Proc, timeout: float = 30.0) -> bool:
+    """Wait until the control plane ``proc`` has bound every port (its log says it started)
+    or exited; True if it exited because one of its ports was taken."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.popen.poll() is not None:
             return PORT_TAKEN in proc.output()
-        if _listening(http_port) if http_port else "control plane started" in proc.output():
+        if STARTED in proc.output():
             return False
         time.sleep(0.02)
     return False
@@ -152,7 +144,7 @@ class Cluster:
         first = not self.procs
         for attempt in range(1, PORT_ATTEMPTS + 1):
             proc = self._control_plane(extra, local_concurrency, env)
-            if not first or attempt == PORT_ATTEMPTS or not lost_a_port_race(proc, self.http_port):
+            if not first or attempt == PORT_ATTEMPTS or not lost_a_port_race(proc):
                 return proc
             self.procs.remove(proc)
             self.base_port, self.discovery_port = free_ports_apart(6, 1)

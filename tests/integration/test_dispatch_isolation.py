@@ -28,6 +28,8 @@ def pool(cluster: Cluster, module: str, concurrency: int) -> Proc:
         cluster.discovery,
         "--concurrency",
         str(concurrency),
+        "--shutdown-timeout",  # the heavy pool's 30 s task is not waited for at teardown
+        "1",
     )
 
 

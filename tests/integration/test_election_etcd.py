@@ -24,6 +24,7 @@ import etcd_server
 import pytest
 from etcd_server import EtcdServer
 
+from fastworker.testing import free_port_block
 from fastworker_control_plane.election import (
     BecameLeader,
     ElectionEvent,
@@ -278,7 +279,7 @@ async def test_a_leader_whose_key_is_deleted_by_hand_steps_down_within_a_retry_p
     etcd: EtcdServer, candidates: Callable[..., Recorded]
 ) -> None:
     # Given a leader, reached through a dead first endpoint and the live one
-    dead = etcd_server._free_port()
+    dead = free_port_block()
     elector = elector_from_url(
         f"etcd://127.0.0.1:{dead},{etcd.endpoint}/fw", "a", (), lease_duration=2.0
     )

@@ -142,7 +142,11 @@ def test_a_codec_needs_a_positive_size_limit() -> None:
         fp.Codec(max_message_size=0)
 
 
-@pytest.mark.parametrize("value", [object(), 2**64, -(2**63) - 1, {"k": object()}], ids=repr)
+@pytest.mark.parametrize(
+    "value",
+    [object(), 2**64, -(2**63) - 1, {"k": object()}],
+    ids=["object", "2**64", "-(2**63)-1", "dict-of-object"],  # stable: xdist workers compare ids
+)
 def test_encoding_a_value_msgpack_cannot_carry_raises_encode_error(value: Any) -> None:
     with pytest.raises(fp.EncodeError):
         CODEC.encode(fp.Submit(tasks=[fp.TaskSpec(name="t", args=[value])]))

@@ -114,12 +114,36 @@ class ControlPlane:
             self.engine.dispatch_tracer = DispatchTracer(tracer)
         try:
             self._recover()
-            self._start()
+            self._local = self._embedded_subworker()
+            # HTTP first: a port taken there fails the start before any request is served
+            # (a client or subworker would otherwise meet a control plane about to exit).
             await self._start_web()
+            self._start()
         except BaseException:
             await self.close()
             raise
         self._serving = True
+
+    def _embedded_subworker(self) -> Subworker | None:
+        """The subworker that runs tasks in this process (not started), if it has any."""
+        cfg = self.config
+        if not cfg.local_concurrency:
+            return None
+        return Subworker(
+            SubworkerConfig(
+                concurrency=cfg.local_concurrency,
+                queues=cfg.local_queues,
+                processes=cfg.local_processes,
+                max_tasks_per_child=cfg.max_tasks_per_child,
+                max_memory_per_child=cfg.max_memory_per_child,
+                shutdown_timeout=cfg.shutdown_timeout,
+                max_message_size=cfg.max_message_size,
+                auth_token=cfg.auth_token,
+            ),
+            self.registry,
+            registration_address=self._local_address,
+            worker_id=f"local-{self.instance_id[:12]}",
+        )
 
     async def _start_web(self) -> None:
         if not self.config.http_port:
@@ -237,7 +261,7 @@ class ControlPlane:
         engine.board.learn_tasks(own)
         engine.board.learn_schedules(own, engine.clock())
         engine.arm_timer()
-        local_id = f"local-{self.instance_id[:12]}" if cfg.local_concurrency else None
+        local_id = None if self._local is None else self._local.worker_id
         for priority in Priority.by_rank():
             handler = submission.SubmissionHandler(engine, priority, cfg.max_wait)
             self._serve(
@@ -267,22 +291,7 @@ class ControlPlane:
         for name, task in self._announcer.start().items():
             self._supervisor.watch(name, task)
         self._background.append(self._supervisor.spawn("the upkeep loop", self._upkeep()))
-        if local_id is not None:
-            self._local = Subworker(
-                SubworkerConfig(
-                    concurrency=cfg.local_concurrency,
-                    queues=cfg.local_queues,
-                    processes=cfg.local_processes,
-                    max_tasks_per_child=cfg.max_tasks_per_child,
-                    max_memory_per_child=cfg.max_memory_per_child,
-                    shutdown_timeout=cfg.shutdown_timeout,
-                    max_message_size=cfg.max_message_size,
-                    auth_token=cfg.auth_token,
-                ),
-                self.registry,
-                registration_address=self._local_address,
-                worker_id=local_id,
-            )
+        if self._local is not None:
             self._local_run = self._supervisor.spawn("the embedded subworker", self._local.run())
         log.info(
             "control plane started",
