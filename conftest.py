@@ -1,14 +1,16 @@
-"""How the suite is spread over pytest-xdist's workers (``--dist loadgroup``).
+"""How the suite is spread over pytest-xdist's workers.
 
 Each test module runs whole on one worker, so a module-scoped fixture (a control plane, an
 install, a rendered chart) is set up once, as without xdist. The modules that drive the
-Docker engine share one group: they build the images once, and two image builds or Compose
-clusters never compete for the same two cores.
+Docker engine form one unit: they build the images once, and two image builds or Compose
+clusters never compete for the same two cores. Units go out longest first (Docker, then
+real processes, then the rest), so no long one starts last.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import PurePosixPath
+from typing import Any
 
 import pytest
 
@@ -17,10 +19,17 @@ DOCKER_MODULES = frozenset(
 )
 
 
+def _module(nodeid: str) -> PurePosixPath:
+    return PurePosixPath(nodeid.split("::", 1)[0])
+
+
+def _unit(nodeid: str) -> str:
+    module = _module(nodeid)
+    return "docker" if module.name in DOCKER_MODULES else str(module)
+
+
 def _weight(item: pytest.Item) -> int:
-    """Longest first, so no long group starts last: Docker, then real processes, then the
-    rest (xdist hands out groups in collection order)."""
-    module = Path(item.nodeid.split("::", 1)[0])
+    module = _module(item.nodeid)
     if module.name in DOCKER_MODULES:
         return 0
     return 1 if "integration" in module.parts else 2
@@ -28,9 +37,14 @@ def _weight(item: pytest.Item) -> int:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=_weight)  # stable: within a weight, the order of collection
-    for item in items:
-        if item.get_closest_marker("xdist_group") is not None:
-            continue
-        module = Path(item.nodeid.split("::", 1)[0])
-        group = "docker" if module.name in DOCKER_MODULES else module.as_posix()
-        item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: absent when it is not installed
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit(nodeid)
+
+    return ModuleScheduling(config, log)

@@ -170,7 +170,7 @@ async def test_after_a_control_plane_restart_results_are_kept_and_subworkers_com
 
     await asyncio.to_thread(cluster.compose, "restart", "control-plane")
 
-    async with Client(address=cluster.submission_base, timeout=60) as fresh:
+    async with Client(address=cluster.submission_base, timeout=60, connect_timeout=60) as fresh:
         after = await subworker_ids(fresh, 3, timeout=60)
         assert len(after) == 3
         result = await fresh.submit_task("add", (20, 22))
