@@ -88,10 +88,12 @@ class Supervisor:
 
     log_dir: Path
     procs: list[Proc] = field(default_factory=list)
+    spawned: int = 0
     _preexec: Callable[[], None] | None = field(default_factory=_parent_death_signal)
 
     def spawn(self, name: str, argv: list[str]) -> Proc:
-        log = self.log_dir / f"{len(self.procs):03d}-{name}.log"
+        self.spawned += 1  # a log of its own, whatever was stopped (and forgotten) before
+        log = self.log_dir / f"{self.spawned - 1:03d}-{name}.log"
         with log.open("wb") as out:
             popen = subprocess.Popen(
                 argv,

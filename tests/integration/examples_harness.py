@@ -16,7 +16,7 @@ from pathlib import Path
 
 from harness import wait_until
 
-from fastworker.testing import free_port_block
+from fastworker.testing import free_ports_apart
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -43,10 +43,10 @@ class Dev:
     """``fastworker dev ARGS`` started in ``where``, on free ports, its output in a file."""
 
     def __init__(self, where: Path, *args: str, http_port: int | None = None) -> None:
-        self.discovery_port = free_port_block(1)
-        self.http_port = http_port or free_port_block(1)
+        base, self.discovery_port, http = free_ports_apart(6, 1, 1)
+        self.http_port = http_port or http
         self.log = where.parent / f"{where.name}-dev.log"
-        ports = ["--base-port", str(free_port_block(6)), "--discovery-port"]
+        ports = ["--base-port", str(base), "--discovery-port"]
         ports += [str(self.discovery_port), "--http-port", str(self.http_port)]
         with self.log.open("wb") as out:
             self.popen = subprocess.Popen(

@@ -22,6 +22,7 @@ STOP_TIMEOUT = 15.0
 PORT_ATTEMPTS = 3
 PORT_TAKEN = "already in use"  # what a control plane that cannot bind a port says
 STARTED = "control plane started"  # what it logs once every port is bound
+_PORT_FLAGS = frozenset({"--base-port", "--discovery-port", "--http-port"})
 
 
 async def wait_until(
@@ -95,6 +96,7 @@ class Cluster:
     discovery_port: int = 0
     procs: list[Proc] = field(default_factory=list)
     http_port: int = 0  # the HTTP port of the last control plane started
+    spawned: int = 0  # processes started, including any given up on
 
     def __post_init__(self) -> None:
         if not self.base_port:
@@ -121,7 +123,8 @@ class Cluster:
             ours = {*range(self.base_port, self.base_port + 6), self.discovery_port}
             self.http_port = free_port_block(1, avoid=ours)
             args = (*args, "--http-port", str(self.http_port))
-        log = self.tmp / f"{name}-{len(self.procs)}.log"
+        self.spawned += 1  # a log of its own, even for a start that was given up
+        log = self.tmp / f"{name}-{self.spawned - 1}.log"
         with log.open("wb") as out:
             popen = subprocess.Popen(
                 [sys.executable, "-m", "fastworker.cli", *args],
@@ -139,12 +142,13 @@ class Cluster:
         self, *extra: str, local_concurrency: int = 4, env: dict[str, str] | None = None
     ) -> Proc:
         """A control plane on this cluster's ports. The first process of a cluster that finds
-        a port taken (a server bound it after it was picked) starts again on fresh ports;
-        later ones keep theirs, since other processes were told them."""
-        first = not self.procs
+        a port the harness picked taken (a server bound it after the pick) starts again on
+        fresh ports; later ones keep theirs, since other processes were told them, and
+        ports a test chose stay as the test chose them."""
+        may_retry = not self.procs and not _PORT_FLAGS.intersection(extra)
         for attempt in range(1, PORT_ATTEMPTS + 1):
             proc = self._control_plane(extra, local_concurrency, env)
-            if not first or attempt == PORT_ATTEMPTS or not lost_a_port_race(proc):
+            if not may_retry or attempt == PORT_ATTEMPTS or not lost_a_port_race(proc):
                 return proc
             self.procs.remove(proc)
             self.base_port, self.discovery_port = free_ports_apart(6, 1)

@@ -40,7 +40,7 @@ from compose_cluster import ROOT, TAG, Images, run, skip_without_docker
 from harness import wait_until
 
 from fastworker import TLS, Client, TaskStatus
-from fastworker.testing import free_port_block
+from fastworker.testing import free_port_block, free_ports_apart
 
 pytestmark = pytest.mark.integration
 skip_without_docker()
@@ -411,7 +411,7 @@ async def test_two_rendered_control_plane_replicas_elect_through_etcd_and_hand_o
         assert host == f"{name}.{peers}.{NAMESPACE}.svc"
         assert pod.env["FASTWORKER_REPLICA_ID"] == name
         assert pod.claim_mounts == ["/var/lib/fastworker"]
-        base, http = free_port_block(6), free_port_block(1)
+        base, http = free_ports_apart(6, 1)
         published = [f"127.0.0.1:{base + i}:{5555 + i}" for i in range(6)]
         published.append(f"127.0.0.1:{http}:8080")
         container = f"{name}-{network}"

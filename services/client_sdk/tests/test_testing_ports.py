@@ -57,9 +57,10 @@ def test_blocks_picked_apart_never_overlap() -> None:
         assert len(ports) == len(set(ports))
 
 
-def test_xdist_workers_pick_from_slices_that_do_not_overlap() -> None:
+@pytest.mark.parametrize("workers", [2, 3, 8])
+def test_xdist_workers_pick_from_slices_that_do_not_overlap(workers: int) -> None:
     kernel = (32768, 60999)
-    slices = [_span(7, f"gw{i}", kernel) for i in range(8)]
+    slices = [_span(7, f"gw{i}", workers, kernel) for i in range(workers)]
     ports = [range(starts[0], starts[-1] + 7) for starts in slices]
     for i, mine in enumerate(ports):
         assert mine.start >= 20_000
@@ -69,9 +70,15 @@ def test_xdist_workers_pick_from_slices_that_do_not_overlap() -> None:
 
 
 def test_a_range_that_starts_too_low_leaves_the_ports_above_it() -> None:
-    span = _span(5, None, (10_000, 40_000))
+    span = _span(5, None, 1, (10_000, 40_000))
     assert span.start > 40_000
     assert span[-1] + 5 <= 65_536
+
+
+def test_picks_made_one_after_another_never_overlap_although_none_is_bound() -> None:
+    blocks = [range(start, start + 6) for start in (free_port_block(6) for _ in range(60))]
+    ports = [port for block in blocks for port in block]
+    assert len(ports) == len(set(ports))
 
 
 def test_an_empty_block_is_refused() -> None:

@@ -6,7 +6,9 @@ kernel's ephemeral range, where any process's next outgoing connection may take 
 the server under test binds it. So every port here comes from below that range (read from
 ``/proc/sys/net/ipv4/ip_local_port_range``, else 20000-32000), where only servers that
 choose their own port ever bind. Under pytest-xdist each worker picks from its own slice of
-that span, so two workers never hand out the same port either.
+that span, so two workers never hand out the same port either; and within a process a port
+is not handed out again until hundreds of others were, so two picks of one test (a control
+plane's block, then its HTTP port) never overlap.
 
 The pick is still only a probe: a server that then fails to bind (someone else's server
 took the port) should be started again on a fresh block, which is what the callers do.
@@ -18,6 +20,7 @@ from __future__ import annotations
 import os
 import random
 import socket
+from collections import deque
 from pathlib import Path
 
 __all__ = ["EphemeralRange", "ephemeral_range", "free_port_block", "free_ports_apart"]
@@ -26,7 +29,9 @@ _LOWEST = 20_000  # above the well-known and most registered service ports
 _FALLBACK = (32_000, 60_999)  # what we assume is ephemeral when /proc cannot say
 _RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 _ATTEMPTS = 500
-_SLICES = 8  # xdist workers gw0..gw7 pick apart (gw8 shares gw0's)
+_MIN_ROOM = 2_000  # ports below the ephemeral range worth picking from; else above it
+_RECENT = 512  # ports handed out lately, never handed out again until this many more were
+_recent: deque[int] = deque(maxlen=_RECENT)
 _picks = random.Random()  # its own: a test seeding the global one must not pin the ports
 
 EphemeralRange = tuple[int, int]
@@ -48,16 +53,17 @@ def ephemeral_range(text: str | None = None) -> EphemeralRange:
     return first, last
 
 
-def _span(size: int, worker: str | None, ephemeral: EphemeralRange) -> range:
+def _span(size: int, worker: str | None, workers: int, ephemeral: EphemeralRange) -> range:
     """Where a block of ``size`` may start: below the ephemeral range (above it, if the
-    range starts too low to leave room), within this xdist worker's slice (``gw3`` has
-    the fourth of eight), so that the whole block stays inside that slice."""
+    range starts too low to leave room) and, under xdist, within this worker's slice of
+    that span (``gw1`` of 3 workers has the second third), so that the whole block stays
+    inside the slice."""
     low, high = _LOWEST, ephemeral[0]  # the ports [low, high)
-    if high - low < _SLICES * size:
+    if high - low < _MIN_ROOM:
         low, high = ephemeral[1] + 1, 65_536
-    if worker and worker.startswith("gw") and worker[2:].isdigit():
-        width = (high - low) // _SLICES
-        low += int(worker[2:]) % _SLICES * width
+    if worker and worker.startswith("gw") and worker[2:].isdigit() and workers > 1:
+        width = (high - low) // workers
+        low += int(worker[2:]) % workers * width
         high = low + width
     if high - low < size:
         raise RuntimeError(f"no room for {size} ports outside the ephemeral range {ephemeral}")
@@ -81,16 +87,26 @@ def _all_free(ports: range) -> bool:
             probe.close()
 
 
+def _recent_free(block: range) -> bool:
+    # Picks are not bound until their server starts: two picks of one test (a control
+    # plane's block, then its HTTP port) must not overlap although both probe free.
+    return not any(port in block for port in _recent)
+
+
 def free_port_block(size: int = 1, *, avoid: set[int] | frozenset[int] = frozenset()) -> int:
     """A port p such that p..p+size-1 are free on 127.0.0.1 now, lie outside the kernel's
-    ephemeral range, and include none of ``avoid``."""
+    ephemeral range, include none of ``avoid``, and none this process was given by one of
+    its last few hundred picks."""
     if size < 1:
         raise ValueError(f"a block has at least one port, not {size}")
-    starts = _span(size, os.environ.get("PYTEST_XDIST_WORKER"), ephemeral_range())
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    starts = _span(size, worker, workers, ephemeral_range())
     for _ in range(_ATTEMPTS):
         start = _picks.choice(starts)
         block = range(start, start + size)
-        if avoid.isdisjoint(block) and _all_free(block):
+        if avoid.isdisjoint(block) and _recent_free(block) and _all_free(block):
+            _recent.extend(block)
             return start
     raise RuntimeError(f"no block of {size} free ports found in {starts}")
 
