@@ -77,8 +77,9 @@ async def test_tasks_with_16_mb_arguments_give_their_memory_back_once_finished(
     assert 0 < cached < 12 * 1000  # a few hundred bytes each
     assert (detail["arguments_kept"], detail["args"], detail["result"]) == (False, None, MB16)
     # (kept, with each REP context holding its last request too, they took +465 MiB;
-    # now +61 MiB, which the allocator keeps of freed memory: the bound is loose)
-    assert after - before < 96, f"RSS went from {before:.0f} to {after:.0f} MiB"
+    # then +61 MiB, +115 MiB on a busy machine, that glibc kept of freed memory once its
+    # mmap threshold had grown; with the threshold fixed, +0 MiB: the bound is loose)
+    assert after - before < 40, f"RSS went from {before:.0f} to {after:.0f} MiB"
 
 
 async def test_results_past_the_byte_bound_push_the_oldest_out(

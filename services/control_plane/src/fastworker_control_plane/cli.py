@@ -31,6 +31,7 @@ from fastworker_protocol import (
     DEFAULT_MAX_MESSAGE_SIZE,
 )
 from fastworker_subworker import TaskModuleError, load_task_modules
+from fastworker_subworker.allocator import return_large_blocks_to_the_system
 from fastworker_subworker.cli import add_recycling_options
 from fastworker_subworker.health import PortInUse, check
 from fastworker_subworker.processes import cpu_count
@@ -321,6 +322,7 @@ def run(args: argparse.Namespace) -> int:
     if args.check:
         return _check(args)
     configure_logging(args.log_level)
+    return_large_blocks_to_the_system()
     try:
         load_task_modules(args.task_modules)
         config = ControlPlaneConfig(

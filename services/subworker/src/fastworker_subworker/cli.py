@@ -25,6 +25,7 @@ from fastworker.log_setup import configure_logging
 from fastworker.options import add_option, queue_weights
 from fastworker.tls import TLSError, dial_config
 from fastworker_protocol import DEFAULT_DISCOVERY_ADDRESS, DEFAULT_MAX_MESSAGE_SIZE, EncodeError
+from fastworker_subworker.allocator import return_large_blocks_to_the_system
 from fastworker_subworker.health import PortInUse, check
 from fastworker_subworker.loader import TaskModuleError, load_task_modules
 from fastworker_subworker.processes import ChildBroken, cpu_count
@@ -139,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
     if args.check:
         return _check(args)
     configure_logging(args.log_level)
+    return_large_blocks_to_the_system()
     try:
         load_task_modules(args.task_modules)
         config = SubworkerConfig(
