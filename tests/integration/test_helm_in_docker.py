@@ -276,7 +276,7 @@ async def test_the_rendered_pods_run_in_docker_and_tasks_flow_through_every_subw
     name = "test-" + network
     run(*test.docker_run(name, network, *test.secret_binds(secrets, tmp_path / "test")))
     status = run("docker", "wait", name, timeout=120).strip()
-    logs = run("docker", "logs", name)
+    logs = container_output(name)
     assert status == "0", logs
     assert 'result: "helm-test"' in logs
 
@@ -326,13 +326,20 @@ class Replica:
             return 0, {}
 
 
+def container_output(name: str, tail: int | None = None) -> str:
+    """What a container wrote, its stderr included (``docker logs`` passes the container's
+    stderr on as its own)."""
+    since = ["--tail", str(tail)] if tail is not None else []
+    done = subprocess.run(
+        ["docker", "logs", *since, name], capture_output=True, text=True, check=False
+    )
+    return done.stdout + done.stderr
+
+
 def show_logs(containers: list[str]) -> None:
     """The last lines each container logged, on stderr (pytest shows it on failure)."""
     for name in containers:
-        logs = subprocess.run(
-            ["docker", "logs", "--tail", "40", name], capture_output=True, text=True, check=False
-        )
-        sys.stderr.write(f"\n--- {name} ---\n{logs.stdout}{logs.stderr}")
+        sys.stderr.write(f"\n--- {name} ---\n{container_output(name, tail=40)}")
 
 
 async def one_leader(replicas: list[Replica], timeout: float) -> Replica:

@@ -10,6 +10,7 @@ async with Client() as client:
     result = await client.submit_task("add", args=(2, 3))
 """
 
+from fastworker import _nng_exit  # noqa: F401  (before any pynng object exists)
 from fastworker._context import TaskContext, current_task
 from fastworker._default import configure, default_client
 from fastworker._operations import FailedPage, Retries

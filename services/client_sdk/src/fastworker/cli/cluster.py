@@ -209,16 +209,19 @@ class DevCluster:
 
     async def run(self, stop: asyncio.Event) -> int:
         """Start, serve until ``stop`` (or a crash without ``--reload``), stop everything."""
+        started = asyncio.Event()
+        watcher = asyncio.ensure_future(self._watch(started)) if self.settings.reload else None
         try:
+            if watcher is not None:
+                await asyncio.sleep(0)  # its first step installs the watches: none is missed
             await self.start()
-            watcher = asyncio.ensure_future(self._watch()) if self.settings.reload else None
-            code = await self._supervise(stop)
+            started.set()
+            return await self._supervise(stop)
+        finally:
             if watcher is not None:
                 watcher.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await watcher
-            return code
-        finally:
             await self.stop()
 
     async def _supervise(self, stop: asyncio.Event) -> int:
@@ -234,12 +237,15 @@ class DevCluster:
                 return EXIT_TASK_FAILED
         return EXIT_OK
 
-    async def _watch(self) -> None:
+    async def _watch(self, started: asyncio.Event) -> None:
+        """Reload on every change of a ``.py`` file, from before the processes start: a
+        change saved while they start (or just after "ready") is applied once all are up."""
         from watchfiles import PythonFilter, awatch  # imported only with --reload
 
         here = Path.cwd()
         async for changes in awatch(here, watch_filter=PythonFilter()):
             changed = sorted({str(Path(path).relative_to(here)) for _, path in changes})
+            await started.wait()
             await self.reload(changed)
 
 
