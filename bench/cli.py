@@ -9,6 +9,7 @@ import signal
 import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from bench.config import SCENARIOS, SMOKE_SIZES, BenchConfig, Sizes
@@ -38,10 +39,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="SCENARIO[,..]",
         help=f"run only these, of: {', '.join(SCENARIOS)}",
     )
+    parser.add_argument(
+        "--soak-seconds",
+        type=float,
+        default=None,
+        help="how long the soak scenario runs (default 300; 4 with --smoke)",
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where to write the JSON")
     args = parser.parse_args(argv)
     if args.repeats is not None and args.repeats < 1:
         parser.error("--repeats must be at least 1")
+    if args.soak_seconds is not None and not args.soak_seconds > 0:
+        parser.error("--soak-seconds must be a positive number")
     return args
 
 
@@ -58,6 +67,8 @@ def _scenario_list(text: str) -> tuple[str, ...]:
 def config_from(args: argparse.Namespace) -> BenchConfig:
     repeats = args.repeats if args.repeats is not None else (1 if args.smoke else 3)
     sizes = SMOKE_SIZES if args.smoke else Sizes()
+    if args.soak_seconds is not None:
+        sizes = replace(sizes, soak_seconds=args.soak_seconds)
     return BenchConfig(sizes=sizes, repeats=repeats, smoke=args.smoke, only=args.only)
 
 

@@ -78,8 +78,10 @@ class Cluster:
         local_concurrency: int | None,
         state_dir: str | None = None,
         task_modules: tuple[str, ...] = TASK_MODULES,
+        extra: tuple[str, ...] = (),
     ) -> Proc:
-        """``local_concurrency=None`` keeps the control plane's default (the CPU count)."""
+        """``local_concurrency=None`` keeps the control plane's default (the CPU count);
+        ``extra`` flags come last, so they override the bench's own."""
         local = [] if local_concurrency is None else ["--local-concurrency", str(local_concurrency)]
         if state_dir is not None:
             local += ["--state-dir", state_dir]
@@ -92,6 +94,7 @@ class Cluster:
             *("--discovery-port", str(self.discovery_port)),
             *CONTROL_PLANE_FLAGS,
             *local,
+            *extra,
         )
         return self.control_plane
 

@@ -16,6 +16,7 @@ SCENARIOS = (
     "cpu_bound",
     "ha",
     "chord",
+    "soak",
 )
 TOPOLOGY_SCENARIOS = ("latency", "pipelined", "batch", "io_bound", "sync")
 TOPOLOGIES = ("cp", "cp+1sw", "cp+2sw", "cp+1sw+journal")
@@ -82,6 +83,8 @@ class Sizes:
     cpu_bound: int = 100  # tasks of CPU_TASK_S each, in one submit_batch, then every result
     cpu_bound_warmup: int = 4  # untimed tasks first (the children's and slots' first ones)
     chord: int = 10_000  # members of one chord (plus its callback), submitted as one workflow
+    soak_seconds: float = 300.0  # steady load, sampling both processes' memory
+    soak_rate: int = 2_000  # tasks/s submitted during the soak
 
 
 SMOKE_SIZES = Sizes(
@@ -102,6 +105,8 @@ SMOKE_SIZES = Sizes(
     cpu_bound=20,
     cpu_bound_warmup=2,
     chord=50,
+    soak_seconds=4.0,
+    soak_rate=200,
 )
 
 

@@ -31,6 +31,7 @@ from bench.memory import MEMORY_UNITS, measure_memory
 from bench.procs import Supervisor
 from bench.report import fmt
 from bench.scenarios import SCENARIOS, Run, Scenario
+from bench.soak import SOAK_UNITS, measure_soak
 from bench.stats import summarize
 from bench.sync_scenario import SYNC
 from fastworker import Client, FastWorkerError
@@ -76,6 +77,8 @@ class Runner:
                 await self._record(BLOCKING_FLOOR_UNITS, "floor.{}", self._blocking_floor)
             elif name == "memory":
                 await self._record(MEMORY_UNITS, "memory.{}", self._memory)
+            elif name == "soak":
+                await self._record(SOAK_UNITS, "soak.{}", self._soak)
             elif name == CPU_BOUND.name:
                 await self._cpu_bound()
             elif name == ha_scenario.NAME:
@@ -210,6 +213,14 @@ class Runner:
         timeout = self.config.timeout_for(tasks)
         metrics = await within(measure_memory(self.supervisor, tasks, timeout), 2 * timeout)
         self._progress("memory", metrics)
+        return {k: [v] for k, v in metrics.items()}
+
+    async def _soak(self) -> Collected:
+        s = self.config.sizes
+        timeout = self.config.timeout_for(0)
+        run = measure_soak(self.supervisor, s.soak_seconds, s.soak_rate, timeout)
+        metrics = await within(run, s.soak_seconds + 2 * timeout)
+        self._progress("soak", metrics)
         return {k: [v] for k, v in metrics.items()}
 
     async def _repeat(

@@ -19,8 +19,8 @@ from fastworker import (
     task,
 )
 from fastworker._workflows import (
-    ask_again_workflow,
     final_workflow,
+    pause_before_waiting_again,
     traced,
     workflow_message,
 )
@@ -77,12 +77,18 @@ def test_without_tracing_the_message_is_sent_as_compiled() -> None:
         assert sent is message
 
 
-def test_a_running_workflow_is_asked_again_only_while_time_is_left_and_it_was_held() -> None:
+def test_a_running_workflow_is_asked_again_while_time_is_left_never_in_a_busy_loop() -> None:
     running = info(WorkflowState.RUNNING)
-    assert ask_again_workflow(running, deadline=10.0, asked=0.0, now=5.0)
-    assert not ask_again_workflow(running, deadline=10.0, asked=0.0, now=10.0)  # deadline
-    assert not ask_again_workflow(running, deadline=10.0, asked=5.0, now=5.1)  # answered at once
-    assert not ask_again_workflow(info(WorkflowState.SUCCESS), 10.0, 0.0, 5.0)
+    assert pause_before_waiting_again(running, deadline=10.0, asked=0.0, now=5.0) == 0.0
+    assert pause_before_waiting_again(running, deadline=10.0, asked=0.0, now=10.0) is None
+    # Answered at once (the control plane held --max-held-waits): asked again, after a pause
+    assert pause_before_waiting_again(running, deadline=10.0, asked=5.0, now=5.1) == pytest.approx(
+        0.4
+    )
+    assert pause_before_waiting_again(running, deadline=5.3, asked=5.0, now=5.1) == pytest.approx(
+        0.2
+    )
+    assert pause_before_waiting_again(info(WorkflowState.SUCCESS), 10.0, 0.0, 5.0) is None
 
 
 def test_a_workflow_still_running_at_the_deadline_is_a_timeout() -> None:

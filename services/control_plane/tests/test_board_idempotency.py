@@ -67,3 +67,30 @@ def test_stale_keys_are_forgotten_once_their_task_is_gone() -> None:
 
     assert b.forget_stale_keys(NOW + TTL + 1) == 1  # t1's result expired; t2 still queued
     assert len(b.keys) == 1
+
+
+def test_keys_of_evicted_results_are_forgotten_as_new_keys_come_without_a_scan() -> None:
+    b = TaskBoard(BoardConfig(result_ttl=TTL, result_max_size=50))
+    b.register("w1", "host", 10, [sig("charge")], NOW)
+
+    for i in range(5_000):  # steady load: each task finishes, the cache evicts the oldest
+        b.submit([keyed(f"t{i}", f"order-{i}")], Priority.NORMAL, NOW)
+        b.cancel(f"t{i}", NOW)
+
+    assert len(b.keys) <= 2 * 50 + 1  # about as many as the results they stand for
+    [again] = b.submit([keyed("new", "order-4999")], Priority.NORMAL, NOW)
+    assert again == "t4999"  # a key whose result is kept still holds
+    [fresh] = b.submit([keyed("t-new", "order-0")], Priority.NORMAL, NOW)
+    assert fresh == "t-new"  # one whose result was evicted is free again
+
+
+def test_a_key_whose_task_is_still_live_is_never_pruned() -> None:
+    b = board()
+    b.submit([keyed("long", "order-1")], Priority.NORMAL, NOW)  # stays queued
+
+    for i in range(1_000):
+        b.submit([keyed(f"t{i}", f"other-{i}")], Priority.NORMAL, NOW)
+        b.cancel(f"t{i}", NOW)
+
+    [again] = b.submit([keyed("dup", "order-1")], Priority.NORMAL, NOW)
+    assert again == "long"

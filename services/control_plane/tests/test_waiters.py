@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from fastworker_control_plane.waiters import CompletionWaiters
+from fastworker_control_plane.waiters import CompletionWaiters, WaitBudget
 from fastworker_protocol import TaskResult, TaskState
 
 
@@ -134,4 +134,35 @@ async def test_a_cancelled_wait_leaves_no_future_behind() -> None:
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(waiting, 2)
 
+    assert len(waiters) == 0
+
+
+async def test_past_the_budget_a_wait_is_answered_at_once_with_what_is_known() -> None:
+    waiters = CompletionWaiters(WaitBudget(max_held=2))
+    tasks = Tasks(a=TaskState.QUEUED)
+    first = await held(waiters, tasks, "a")
+    second = await held(waiters, tasks, "a")
+
+    third = await asyncio.wait_for(waiters.wait(["a"], 60, tasks.lookup), 2)
+
+    assert statuses(third) == [TaskState.QUEUED]
+    assert (waiters.budget.held, waiters.budget.refused, len(waiters)) == (2, 1, 2)
+    waiters.resolve(tasks.finish("a"))
+    assert statuses(await first) == statuses(await second) == [TaskState.SUCCESS]
+    assert (waiters.budget.held, len(waiters)) == (0, 0)
+
+
+async def test_thousands_of_waits_on_one_task_leave_in_any_order() -> None:
+    waiters = CompletionWaiters()
+    tasks = Tasks(a=TaskState.QUEUED)
+    waits = [await held(waiters, tasks, "a") for _ in range(2_000)]
+
+    for wait in waits[::2]:
+        wait.cancel()
+    await asyncio.gather(*waits[::2], return_exceptions=True)
+
+    assert len(waiters) == 1_000
+    waiters.resolve(tasks.finish("a"))
+    answers = await asyncio.gather(*waits[1::2])
+    assert {tuple(statuses(a)) for a in answers} == {(TaskState.SUCCESS,)}
     assert len(waiters) == 0

@@ -312,18 +312,28 @@ def id_chunks(task_ids: Sequence[str]) -> list[list[str]]:
     return [list(task_ids[i : i + BATCH_CHUNK]) for i in range(0, len(task_ids), BATCH_CHUNK)]
 
 
-MIN_HELD = 0.5  # a wait the control plane let go of sooner than this is not asked again
+MIN_HELD = 0.5  # a held wait is asked again no sooner than this after the last one
 
 
-def ask_again(
+def pause_before_asking_again(
+    still_running: bool, deadline: float | None, asked: float, now: float
+) -> float | None:
+    """Seconds to pause before sending a held wait again (asked at ``asked``, answered
+    ``now``), or ``None`` to return its answer: nothing is still running, or no time is
+    left. The control plane lets go of a held wait at its ``--max-wait``, and at once when
+    it holds ``--max-held-waits`` already: then the wait is asked again after a pause, not
+    in a busy loop, and not given up early."""
+    if deadline is None or now >= deadline or not still_running:
+        return None
+    return min(max(0.0, asked + MIN_HELD - now), deadline - now)
+
+
+def pause_before_getting_again(
     results: Sequence[TaskResult | None], deadline: float | None, asked: float, now: float
-) -> bool:
-    """Whether a waiting ``get`` should be sent again: some task is still running, time is
-    left, and the control plane held the last one a while (it ends a held wait at its
-    ``--max-wait``; one that answers at once is not asked in a busy loop)."""
-    if deadline is None or now >= deadline or now - asked < MIN_HELD:
-        return False
-    return any(r is not None and not r.status.is_final for r in results)
+) -> float | None:
+    """``pause_before_asking_again`` for a ``get``: some task it names is not final."""
+    running = any(r is not None and not r.status.is_final for r in results)
+    return pause_before_asking_again(running, deadline, asked, now)
 
 
 def final(task_id: str, result: TaskResult | None, wait: float) -> TaskResult:

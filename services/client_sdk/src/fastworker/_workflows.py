@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
-from fastworker._calls import MIN_HELD
+from fastworker._calls import pause_before_asking_again
 from fastworker.errors import Timeout
 from fastworker.tracing import MESSAGING_SYSTEM, active_tracer, mark_failed
 from fastworker_protocol import Message, Priority, TaskSpec
@@ -115,15 +115,12 @@ def with_headers(message: SubmitWorkflow, carrier: dict[str, str]) -> SubmitWork
     )
 
 
-def ask_again_workflow(
+def pause_before_waiting_again(
     info: WorkflowInfo, deadline: float | None, asked: float, now: float
-) -> bool:
-    """Whether a held ``GetWorkflow`` should be sent again: the workflow still runs, time
-    is left, and the control plane held the last one a while (it lets go at its
-    ``--max-wait``)."""
-    if deadline is None or now >= deadline or now - asked < MIN_HELD:
-        return False
-    return info.state is WorkflowState.RUNNING
+) -> float | None:
+    """``pause_before_asking_again`` for a ``GetWorkflow``: the workflow still runs."""
+    running = info.state is WorkflowState.RUNNING
+    return pause_before_asking_again(running, deadline, asked, now)
 
 
 def final_workflow(info: WorkflowInfo, wait: float) -> WorkflowInfo:
@@ -183,8 +180,10 @@ class AsyncWorkflows:
             left = max(0.0, deadline - asked)
             message = GetWorkflow(workflow_id=workflow_id, wait=left)
             info = await self._request(RESULTS, message, WorkflowInfo, left)
-            if not ask_again_workflow(info, deadline, asked, loop.time()):
+            pause = pause_before_waiting_again(info, deadline, asked, loop.time())
+            if pause is None:
                 return final_workflow(info, wait)
+            await asyncio.sleep(pause)
 
     async def cancel_workflow(self, workflow_id: str) -> bool:
         """Cancel the workflow's steps not finished; ``False`` if it had already ended."""
@@ -234,8 +233,10 @@ class SyncWorkflows:
             left = max(0.0, deadline - asked)
             message = GetWorkflow(workflow_id=workflow_id, wait=left)
             info = self._request(RESULTS, message, WorkflowInfo, left)
-            if not ask_again_workflow(info, deadline, asked, time.monotonic()):
+            pause = pause_before_waiting_again(info, deadline, asked, time.monotonic())
+            if pause is None:
                 return final_workflow(info, wait)
+            time.sleep(pause)
 
     def cancel_workflow(self, workflow_id: str) -> bool:
         """As :meth:`Client.cancel_workflow`."""

@@ -24,7 +24,6 @@ from fastworker._calls import (
     TaskPage,
     TaskRef,
     announce_from_base,
-    ask_again,
     batch_specs,
     delay_options,
     eta_of,
@@ -32,6 +31,7 @@ from fastworker._calls import (
     id_chunks,
     lane_address,
     limit_change,
+    pause_before_getting_again,
     priority_of,
     queue_action,
     task_page,
@@ -456,8 +456,10 @@ class Client(AsyncWorkflows, AsyncOperations):
             message = Get(task_ids=task_ids, wait=left)
             reply = await self._request(RESULTS, message, Results, left)
             self._known.remember(reply.results)
-            if not ask_again(reply.results, deadline, asked, loop.time()):
+            pause = pause_before_getting_again(reply.results, deadline, asked, loop.time())
+            if pause is None:
                 return reply.results
+            await asyncio.sleep(pause)
 
     def get_result(self, task_id: str) -> TaskResult | None:
         """The last result this client saw for the task (no network call)."""

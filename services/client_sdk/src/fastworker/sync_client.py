@@ -30,7 +30,6 @@ from fastworker._calls import (
     TaskPage,
     TaskRef,
     announce_from_base,
-    ask_again,
     batch_specs,
     delay_options,
     eta_of,
@@ -38,6 +37,7 @@ from fastworker._calls import (
     id_chunks,
     lane_address,
     limit_change,
+    pause_before_getting_again,
     priority_of,
     queue_action,
     task_page,
@@ -346,8 +346,10 @@ class SyncClient(SyncWorkflows, SyncOperations):
             message = Get(task_ids=task_ids, wait=left)
             reply = self._request(RESULTS, message, Results, left)
             self._client._known.remember(reply.results)
-            if not ask_again(reply.results, deadline, asked, time.monotonic()):
+            pause = pause_before_getting_again(reply.results, deadline, asked, time.monotonic())
+            if pause is None:
                 return reply.results
+            time.sleep(pause)
 
     def get_result(self, task_id: str) -> TaskResult | None:
         """The last result this client saw for the task (no network call)."""

@@ -25,6 +25,7 @@ from fastworker_control_plane.engine import Clock, Engine
 from fastworker_control_plane.ha import addresses
 from fastworker_control_plane.ha.leader import LeaderReplication, Leadership
 from fastworker_control_plane.metrics import control_plane_registry
+from fastworker_control_plane.reclaim import Reclaimer
 from fastworker_control_plane.servers import registration, results, submission
 from fastworker_control_plane.servers.discovery import DiscoveryAnnouncer
 from fastworker_control_plane.servers.reply_server import ReplyServer
@@ -82,7 +83,11 @@ class ControlPlane:
             max_live_bytes=self.config.workflow_max_live_bytes,
         )
         self.engine = Engine(
-            board, heartbeat_timeout=self.config.heartbeat_timeout, clock=clock, workflows=book
+            board,
+            heartbeat_timeout=self.config.heartbeat_timeout,
+            clock=clock,
+            workflows=book,
+            max_held_waits=self.config.max_held_waits,
         )
         self._servers: list[ReplyServer] = []
         self._announcer: DiscoveryAnnouncer | None = None
@@ -92,6 +97,7 @@ class ControlPlane:
         self._stop = asyncio.Event()
         # A long-lived task that dies stops the process (see ``supervision``).
         self._supervisor = Supervisor(self._faulted)
+        self.reclaimer = Reclaimer()  # memory freed in bulk goes back to the system
         self._local_address = f"inproc://fastworker-{self.instance_id}"
         self._web: WebServer | None = None
         self._journal: Journal | None = None
@@ -328,6 +334,7 @@ class ControlPlane:
             name, sock, self.codec, handler, serves, self.config.tokens, fence=self._fence
         )
         server.on_fault = lambda error: self._supervisor.report(f"the {name} server", error)
+        server.on_bulk_release = self.reclaimer.request
         server.start()
         self._servers.append(server)
         return sock
@@ -372,6 +379,7 @@ class ControlPlane:
         if self._announcer is not None:
             await self._announcer.close()
         self._servers, self._background, self._announcer = [], [], None
+        self.reclaimer.cancel()
         if self.replication is not None:
             self.replication.close()
         if self._replication_socket is not None:

@@ -24,6 +24,7 @@ from fastworker.options import add_option, queue_weights
 from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_control_plane.durability.journal import JournalError
 from fastworker_control_plane.ha.node import replicated_or_alone
+from fastworker_control_plane.launch import on_chosen_allocator
 from fastworker_control_plane.supervision import TaskDied
 from fastworker_protocol import (
     DEFAULT_BASE_PORT,
@@ -205,6 +206,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     )
     add_option(
         parser,
+        "--max-held-waits",
+        type=int,
+        default=_D["max_held_waits"].default,
+        help="requests held at once waiting for tasks or workflows (about 7 KiB each); "
+        "past it a wait is answered at once with what is known, and the client asks again",
+    )
+    add_option(
+        parser,
         "--announce-interval",
         type=float,
         default=_D["announce_interval"].default,
@@ -321,6 +330,7 @@ def command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 def run(args: argparse.Namespace) -> int:
     if args.check:
         return _check(args)
+    on_chosen_allocator()  # as `fastworker control-plane`: `launch` did it otherwise
     configure_logging(args.log_level)
     return_large_blocks_to_the_system()
     try:
@@ -350,6 +360,7 @@ def run(args: argparse.Namespace) -> int:
             max_queued=args.max_queued,
             heartbeat_timeout=args.heartbeat_timeout,
             max_wait=args.max_wait,
+            max_held_waits=args.max_held_waits,
             announce_interval=args.announce_interval,
             max_message_size=args.max_message_size,
             http_port=args.http_port,

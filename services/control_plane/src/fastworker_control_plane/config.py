@@ -18,6 +18,7 @@ from fastworker_control_plane.core.result_cache import (
     DEFAULT_MAX_SIZE,
     DEFAULT_TTL,
 )
+from fastworker_control_plane.waiters import DEFAULT_MAX_HELD_WAITS
 from fastworker_protocol import (
     DEFAULT_BASE_PORT,
     DEFAULT_DISCOVERY_PORT,
@@ -64,6 +65,8 @@ class ControlPlaneConfig:
     heartbeat_timeout: float = 10.0
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     max_wait: float = 3600.0
+    # Requests held at once (task and workflow waits); past it a wait is answered at once.
+    max_held_waits: int = DEFAULT_MAX_HELD_WAITS
     announce_interval: float = 2.0
     # Every request must carry it when set; compared in constant time, never shown.
     auth_token: str | None = field(default=None, repr=False)
@@ -103,6 +106,8 @@ class ControlPlaneConfig:
             raise ValueError("--dead-letter-ttl must be a positive number of seconds")
         if self.dead_letter_max_bytes < 1:
             raise ValueError("--dead-letter-max-bytes must be at least 1")
+        if self.max_held_waits < 0:
+            raise ValueError("--max-held-waits must be >= 0")
         if self.max_queued < 1:
             raise ValueError("max queued must be at least 1")
         if self.local_concurrency < 0:

@@ -26,7 +26,11 @@ from fastworker_control_plane.durability.errors import NotLeading
 from fastworker_control_plane.durability.journal import Journal, JournalError
 from fastworker_control_plane.events import DEFAULT_BACKLOG, EventBus, Subscription
 from fastworker_control_plane.tracing import DispatchTracer
-from fastworker_control_plane.waiters import CompletionWaiters
+from fastworker_control_plane.waiters import (
+    DEFAULT_MAX_HELD_WAITS,
+    CompletionWaiters,
+    WaitBudget,
+)
 from fastworker_control_plane.workflow_runner import WorkflowRunner
 from fastworker_protocol import (
     MAX_FAILED_LISTED,
@@ -73,11 +77,12 @@ class Engine:
         heartbeat_timeout: float,
         clock: Clock = time.time,
         workflows: WorkflowBook | None = None,
+        max_held_waits: int = DEFAULT_MAX_HELD_WAITS,
     ) -> None:
         self.board = board
         self.heartbeat_timeout = heartbeat_timeout
         self.clock = clock
-        self.waiters = CompletionWaiters()
+        self.waiters = CompletionWaiters(WaitBudget(max_held_waits))
         self.events = EventBus()
         self._fetches: dict[str, asyncio.Future[Delivery]] = {}
         self._cancels: dict[str, list[str]] = {}  # per worker: held tasks since cancelled

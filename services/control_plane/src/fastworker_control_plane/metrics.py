@@ -150,10 +150,16 @@ class ControlPlaneCollector(Collector):
         for state, n in by_state.items():
             workers.add_metric([str(state)], n)
         yield workers
+        budget = self._engine.waiters.budget
         yield GaugeMetricFamily(
             "fastworker_waits_held",
-            "Held submit/get waits, one per task waited on (a leak shows here first)",
-            value=len(self._engine.waiters),
+            "Requests held waiting for tasks or workflows (see --max-held-waits)",
+            value=budget.held,
+        )
+        yield CounterMetricFamily(
+            "fastworker_waits_refused",
+            "Waits answered at once because --max-held-waits were held already",
+            value=budget.refused,
         )
 
     def _result_cache(self) -> Iterator[Metric]:

@@ -4,6 +4,11 @@ A held request costs one future and one timer, however many tasks it waits for: 
 under each of its task ids and counts down as they are resolved. It answers with the
 results it was resolved with when they can no longer be read (a task whose
 ``result_ttl`` is 0 keeps no result, but whoever waited for it gets it).
+
+Held requests are bounded: each one holds its NNG context, its handler and its timer
+(about 7 KiB in all), so past ``WaitBudget.max_held`` of them (task and workflow waits
+together) a new wait is not held but answered at once with what is known now, as a wait
+that reached ``--max-wait`` is; clients ask again.
 """
 
 from __future__ import annotations
@@ -12,6 +17,30 @@ import asyncio
 from collections.abc import Callable, Iterable
 
 from fastworker_protocol import TaskResult
+
+DEFAULT_MAX_HELD_WAITS = 10_000
+
+
+class WaitBudget:
+    """How many requests may be held at once, over every kind of wait."""
+
+    def __init__(self, max_held: int) -> None:
+        if max_held < 0:
+            raise ValueError("max_held must be >= 0")
+        self.max_held = max_held
+        self.held = 0
+        self.refused = 0  # waits answered at once because the budget was spent
+
+    def take(self) -> bool:
+        """One more held request, if the budget allows it (else it is counted refused)."""
+        if self.held >= self.max_held:
+            self.refused += 1
+            return False
+        self.held += 1
+        return True
+
+    def give_back(self) -> None:
+        self.held -= 1
 
 
 class _Wait:
@@ -34,8 +63,12 @@ class _Wait:
 
 
 class CompletionWaiters:
-    def __init__(self) -> None:
-        self._waiting: dict[str, list[_Wait]] = {}
+    def __init__(self, budget: WaitBudget | None = None) -> None:
+        self.budget = WaitBudget(DEFAULT_MAX_HELD_WAITS) if budget is None else budget
+        self._held = 0  # of the budget's, those held here
+        # Per task id, its waits in the order they came (a dict as an ordered set: a
+        # wait leaves in O(1), however many wait for one task).
+        self._waiting: dict[str, dict[_Wait, None]] = {}
 
     async def wait(
         self,
@@ -55,17 +88,20 @@ class CompletionWaiters:
             if current is not None and not current.status.is_final:
                 pending[task_id] = None
         settled = len(pending) < len(set(task_ids))
-        if pending and not (any_final and settled):
+        if pending and not (any_final and settled) and timeout > 0 and self.budget.take():
             loop = asyncio.get_running_loop()
             waiting = _Wait(loop.create_future(), 1 if any_final else len(pending))
             for task_id in pending:
-                self._waiting.setdefault(task_id, []).append(waiting)
-            timer = loop.call_later(max(0.0, timeout), waiting.release)
+                self._waiting.setdefault(task_id, {})[waiting] = None
+            timer = loop.call_later(timeout, waiting.release)
+            self._held += 1
             try:
                 await waiting.done
                 delivered = waiting.results
             finally:
                 timer.cancel()
+                self._held -= 1
+                self.budget.give_back()
                 for task_id in pending:
                     self._forget(task_id, waiting)
         return [lookup(task_id) or delivered.get(task_id) for task_id in task_ids]
@@ -85,10 +121,10 @@ class CompletionWaiters:
         waits = self._waiting.get(task_id)
         if waits is None:
             return
-        if waiting in waits:
-            waits.remove(waiting)
+        waits.pop(waiting, None)
         if not waits:
             del self._waiting[task_id]
 
     def __len__(self) -> int:
-        return sum(len(w) for w in self._waiting.values())
+        """Requests held here now."""
+        return self._held

@@ -45,7 +45,7 @@ class WorkflowRunner:
         self.outcomes: Counter[str] = Counter()  # final workflows by state, since start
         self._results: deque[TaskResult] = deque()
         self._draining = False
-        self._waiting: dict[str, list[asyncio.Future[None]]] = {}
+        self._waiting: dict[str, dict[asyncio.Future[None], None]] = {}
 
     # --- requests ------------------------------------------------------------------------
 
@@ -80,18 +80,21 @@ class WorkflowRunner:
         info = self.info(workflow_id)
         if info.state != "running" or timeout <= 0 or not self._engine.accepting:
             return info
+        budget = self._engine.waiters.budget
+        if not budget.take():  # answered now, as a wait at --max-wait is
+            return info
         ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiting.setdefault(workflow_id, []).append(ended)
+        self._waiting.setdefault(workflow_id, {})[ended] = None
         try:
             await asyncio.wait_for(asyncio.shield(ended), timeout)
         except TimeoutError:
             pass
         finally:
-            waiting = self._waiting.get(workflow_id, [])
-            if ended in waiting:
-                waiting.remove(ended)
-                if not waiting:
-                    del self._waiting[workflow_id]
+            budget.give_back()
+            waiting = self._waiting.get(workflow_id, {})
+            waiting.pop(ended, None)
+            if not waiting:
+                self._waiting.pop(workflow_id, None)
         info = self.info(workflow_id)
         if info.state == "running" and not self._engine.accepting:
             raise Rejected(
@@ -174,7 +177,7 @@ class WorkflowRunner:
 
     def _release_waiters(self, workflow_ids: Iterable[str]) -> None:
         for workflow_id in workflow_ids:
-            for ended in self._waiting.pop(workflow_id, []):
+            for ended in self._waiting.pop(workflow_id, {}):
                 if not ended.done():
                     ended.set_result(None)
 

@@ -31,3 +31,17 @@ def return_large_blocks_to_the_system() -> bool:
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
     return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+
+
+def give_free_memory_back() -> bool:
+    """Return the free pages of glibc's heaps to the system (``malloc_trim``): freed
+    small blocks stay resident otherwise, however many there are. True if any was."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        malloc_trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return False
+    malloc_trim.argtypes = [ctypes.c_size_t]
+    malloc_trim.restype = ctypes.c_int
+    return bool(malloc_trim(0))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Collection, Iterable, Sequence
+from functools import partial
 from itertools import islice
 
 from fastworker_control_plane.core.admission import queue_full, refusal
@@ -110,8 +111,7 @@ class TaskBoard:
         """Accept all of ``specs`` or none (raises ``Rejected`` naming the first bad one).
 
         A spec whose id is already known (live or in the result cache) is not queued again:
-        its id is returned as if accepted, which is what makes client retries safe.
-        """
+        its id is returned as if accepted, which is what makes client retries safe."""
         sizes = [task_size(spec) for spec in specs]
         for index, (spec, size) in enumerate(zip(specs, sizes, strict=True)):
             if (rejected := self._refusal(index, spec, size)) is not None:
@@ -173,7 +173,7 @@ class TaskBoard:
         if existing is not None:
             return existing
         task_id = spec.id or uuid.uuid4().hex
-        self.keys.remember(spec.name, spec.idempotency_key, task_id)
+        self.keys.remember(spec.name, spec.idempotency_key, task_id, partial(self._known, now=now))
         record = TaskRecord.from_spec(spec, priority, now, size)
         record.id = task_id
         record.queue = spec.queue or self.catalog.queue(record.name)

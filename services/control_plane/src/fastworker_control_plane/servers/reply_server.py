@@ -24,6 +24,7 @@ from collections.abc import Callable
 import pynng
 import structlog
 
+from fastworker_control_plane.reclaim import BULK
 from fastworker_control_plane.servers.connections import Connections
 from fastworker_control_plane.servers.responder import Handler, Responder
 from fastworker_protocol import (
@@ -74,6 +75,8 @@ class ReplyServer:
         self._closing = False
         # Told when a receiver dies of an error (the control plane's supervisor).
         self.on_fault: Callable[[BaseException], None] | None = None
+        # Told when a closed connection dropped many held requests at once (``reclaim``).
+        self.on_bulk_release: Callable[[], None] | None = None
 
     @property
     def idle(self) -> int:
@@ -217,6 +220,8 @@ class ReplyServer:
         cancelled = self.connections.closed(pipe_id)
         if cancelled:
             log.debug("peer gone: requests dropped", server=self.name, pipe=pipe_id, n=cancelled)
+        if cancelled >= BULK and self.on_bulk_release is not None:
+            self.on_bulk_release()
 
     async def reply_to(self, data: bytes, pipe_id: int) -> bytes:
         """The encoded reply to one request's bytes. Never raises (but for cancellation)."""
