@@ -29,7 +29,7 @@ SOAK_UNITS = {
     "rss_peak_mib.subworker": "MiB",
 }
 PRIORITIES = ("high", "normal", "low")
-RESULT_CACHE = ("--result-max-size", "10000")  # the default, which the bench's flags raise
+RESULT_CACHE = 10_000  # results kept: the default, which the bench's flags raise
 TICK_S = 0.05  # tasks are submitted in a burst every tick
 SAMPLE_S = 1.0
 WARM_UP_SHARE = 0.25  # of the run, left out of the slope
@@ -62,11 +62,18 @@ def submit(client: Client, i: int) -> Awaitable[str]:
 
 
 async def measure_soak(
-    supervisor: Supervisor, seconds: float, rate: int, timeout: float
+    supervisor: Supervisor,
+    seconds: float,
+    rate: int,
+    timeout: float,
+    result_cache: int = RESULT_CACHE,
 ) -> dict[str, float]:
-    """One run of ``seconds`` at ``rate`` tasks/s on a fresh ``cp+1sw`` cluster."""
+    """One run of ``seconds`` at ``rate`` tasks/s on a fresh ``cp+1sw`` cluster whose
+    control plane keeps ``result_cache`` results."""
     async with cluster_session(supervisor) as cluster:
-        control_plane = cluster.start_control_plane(local_concurrency=0, extra=RESULT_CACHE)
+        control_plane = cluster.start_control_plane(
+            local_concurrency=0, extra=("--result-max-size", str(result_cache))
+        )
         subworker = cluster.start_subworker(concurrency=None)
         async with cluster.client() as client:
             await cluster.wait_workers(client, remote=1, local=False)

@@ -38,6 +38,11 @@ TOPOLOGY_FREE = (
     "floor.blocking_rt_p50_ms",
     "floor.blocking_rt_p99_ms",
     "floor.blocking_rt_per_s",
+    "soak.tasks_per_s",
+    "soak.rss_slope_mib_per_min.control_plane",
+    "soak.rss_peak_mib.control_plane",
+    "soak.rss_slope_mib_per_min.subworker",
+    "soak.rss_peak_mib.subworker",
 )
 SYNC_ONLY = (  # the blocking client runs on the peers' topology alone
     "sync.enqueue_per_s.cp+1sw",

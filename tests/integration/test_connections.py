@@ -22,12 +22,17 @@ ABANDONED = 5_000
 CUT_WARNING = "closing a connection that does not read its replies"
 
 
-async def waits_held(http: aiohttp.ClientSession, base: str) -> float:
+async def metric(http: aiohttp.ClientSession, base: str, series: str) -> float:
+    """One sample of the control plane's /metrics, by its series and labels as written."""
     async with http.get(f"{base}/metrics") as response:
         text = await response.text()
-    found = re.search(r"^fastworker_waits_held (\S+)$", text, re.MULTILINE)
-    assert found is not None, "no fastworker_waits_held gauge"
+    found = re.search(rf"^{re.escape(series)} (\S+)$", text, re.MULTILINE)
+    assert found is not None, f"no {series} on /metrics"
     return float(found.group(1))
+
+
+async def waits_held(http: aiohttp.ClientSession, base: str) -> float:
+    return await metric(http, base, "fastworker_waits_held")
 
 
 async def test_result_waits_whose_peers_hung_up_are_let_go(
@@ -63,6 +68,75 @@ async def test_result_waits_whose_peers_hung_up_are_let_go(
         waited_for = await client.get_task_result(task_id)
         assert waited_for is not None
         assert waited_for.status == TaskStatus.SCHEDULED
+
+
+async def test_twenty_thousand_waits_over_four_connections_give_their_memory_back(
+    cluster: Cluster, http: aiohttp.ClientSession
+) -> None:
+    # Given a task due tomorrow, and a control plane that holds 5,000 waits at most
+    control_plane = cluster.control_plane()
+    async with cluster.client() as client:
+        await cluster.workers(client, 1)
+        task_id = await client.delay("add", 1, 2, countdown=86_400)
+        before = rss_mib(control_plane.pid)
+
+        # When 4 connections each send 5,000 requests to wait an hour for it
+        address = f"tcp://127.0.0.1:{cluster.base_port + 4}"
+        ask = msgspec.msgpack.encode({"op": "get", "task_ids": [task_id], "wait": 3600.0})
+        peers = [pynng.Req0(dial=address) for _ in range(4)]
+        try:
+            for peer in peers:
+                for _ in range(5_000):
+                    peer.new_context().send(ask)
+
+            # Then 5,000 are held and the others answered at once, not held
+            async def all_in() -> bool:
+                refused = await metric(http, cluster.http, "fastworker_waits_refused_total")
+                return refused == 15_000
+
+            await wait_until(all_in, 60, "every wait held or answered")
+            assert await waits_held(http, cluster.http) == 5_000
+            held_bytes = 'fastworker_kept_bytes{kept="held_waits"}'
+            assert await metric(http, cluster.http, held_bytes) == 5_000 * 7 * 1024
+            peak = rss_mib(control_plane.pid)
+        finally:
+            for peer in peers:
+                peer.close()
+
+        # And once the connections close, none is held and memory is back near where it was
+        async def none_held() -> bool:
+            return await waits_held(http, cluster.http) == 0
+
+        await wait_until(none_held, 30, "every abandoned wait let go")
+
+        async def memory_back() -> bool:
+            return rss_mib(control_plane.pid) - before <= 20
+
+        await wait_until(memory_back, 30, "resident memory within 20 MiB of the start")
+        print(f"RSS {before:.1f} -> peak {peak:.1f} -> {rss_mib(control_plane.pid):.1f} MiB")
+        assert (await client.submit_task("add", (2, 2))).result == 4
+
+
+async def test_dashboard_event_streams_past_the_bound_are_refused_with_503(
+    cluster: Cluster, http: aiohttp.ClientSession
+) -> None:
+    cluster.control_plane("--max-event-streams", "1")
+    async with cluster.client() as client:
+        await cluster.workers(client, 1)
+        async with http.get(f"{cluster.http}/api/events") as first:
+            assert first.status == 200
+            async with http.get(f"{cluster.http}/api/events") as second:
+                assert second.status == 503
+                refusal = await second.json()
+                assert refusal["error"] == "too_many_streams"
+                assert "--max-event-streams" in refusal["message"]
+
+        # a stream that closed frees its place
+        async def streams_again() -> bool:
+            async with http.get(f"{cluster.http}/api/events") as third:
+                return third.status == 200
+
+        await wait_until(streams_again, 10, "a new stream once the first closed")
 
 
 def never_reading_peer(port: int) -> socket.socket:

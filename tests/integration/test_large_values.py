@@ -60,21 +60,27 @@ async def test_tasks_with_16_mb_arguments_give_their_memory_back_once_finished(
         await wait_for_status(http, f"{cluster.http}/readyz", 200)
         before = rss_mib(plane.pid)
 
-        # When 12 tasks, one after the other, each get 16 MB of arguments
+        # When 20 tasks, one after the other, each get 16 MB of arguments, half of them
+        # queued then waited for, half submitted and waited for in one request
         ids = []
-        for i in range(12):
-            task_id = await client.apply_async("length", (bytes([i]) * MB16,))
-            result = await client.wait_result(task_id, timeout=60)
+        for i in range(20):
+            argument = bytes([i]) * MB16
+            if i % 2:
+                result = await client.submit_task("length", (argument,), timeout=60)
+            else:
+                task_id = await client.apply_async("length", (argument,))
+                result = await client.wait_result(task_id, timeout=60)
+            del argument
             assert (result.status, result.result) == (TaskStatus.SUCCESS, MB16)
-            ids.append(task_id)
+            ids.append(result.task_id)
         after = rss_mib(plane.pid)
 
-        # Then the results are kept, but not the 192 MB of arguments
+        # Then the results are kept, but not the 320 MB of arguments
         cached = await metric(http, cluster.http, "fastworker_result_cache_bytes")
         _, detail = await get_json(http, f"{cluster.http}/api/tasks/{ids[0]}")
         assert await client.get_task_result(ids[0]) is not None
     print(f"control plane RSS: {before:.0f} MiB before, {after:.0f} MiB after")
-    assert 0 < cached < 12 * 1000  # a few hundred bytes each
+    assert 0 < cached < 20 * 1000  # a few hundred bytes each
     assert (detail["arguments_kept"], detail["args"], detail["result"]) == (False, None, MB16)
     # (kept, with each REP context holding its last request too, they took +465 MiB;
     # then +61 MiB, +115 MiB on a busy machine, that glibc kept of freed memory once its

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.board_types import Change
 from fastworker_control_plane.engine import Engine
-from fastworker_control_plane.events import EventBus
+from fastworker_control_plane.events import EventBus, TooManySubscriptions
 from fastworker_protocol import Outcome, Param, Priority, TaskSignature, TaskSpec, TaskState
 
 ADD = TaskSignature(name="add", params=[Param(name="x", kind="POSITIONAL_OR_KEYWORD")])
@@ -66,3 +68,24 @@ async def test_without_subscribers_the_board_records_nothing() -> None:
     await asyncio.sleep(0)
     assert engine.board.changes == []
     assert engine.events.published == 0
+
+
+def test_subscriptions_past_the_bound_are_refused_until_one_closes() -> None:
+    bus = EventBus(max_subscriptions=2)
+    first, _ = bus.subscribe(), bus.subscribe()
+
+    with pytest.raises(TooManySubscriptions, match="--max-event-streams"):
+        bus.subscribe()
+    first.close()
+    bus.subscribe()
+
+    assert bus.subscriptions == 2
+
+
+def test_queued_events_are_counted_over_every_subscription() -> None:
+    bus = EventBus()
+    bus.subscribe(backlog=1), bus.subscribe(backlog=10)
+
+    bus.publish([change(TaskState.QUEUED), change(TaskState.SUCCESS)], at=5.0)
+
+    assert bus.queued == 1 + 2

@@ -213,7 +213,7 @@ def test_label_sets_are_bounded_names_never_task_ids(engine: Engine) -> None:
 
     families = scrape_engine(engine)
 
-    allowed = {"task_name", "priority", "queue", "state", "version", "le", "outcome"}
+    allowed = {"task_name", "priority", "queue", "state", "version", "le", "outcome", "kept"}
     label_names = {k for f in families.values() for s in f.samples for k in s.labels}
     assert label_names <= allowed
     label_values = {v for f in families.values() for s in f.samples for v in s.labels.values()}
@@ -402,3 +402,26 @@ def test_the_collector_reads_the_board_at_every_scrape(engine: Engine) -> None:
     assert values(after["fastworker_tasks_submitted"], "_total") == {
         (("priority", "normal"), ("task_name", "add")): 1.0
     }
+
+
+def test_what_is_kept_is_given_in_bytes_beside_its_ceiling(engine: Engine) -> None:
+    engine.events.subscribe(backlog=10)
+    engine.board.record_changes = True
+    submit(engine, "a", "b")
+    engine.events.publish(engine.board.take_changes(), NOW)
+
+    families = scrape_engine(engine)
+    in_use = values(families["fastworker_kept_bytes"])
+    ceiling = values(families["fastworker_kept_bytes_limit"])
+
+    kinds = {labels[0][1] for labels in in_use}
+    assert kinds == {
+        "results", "dead_letters", "workflows_running", "workflows_finished",
+        "held_waits", "event_streams",
+    }  # fmt: skip
+    assert set(ceiling) == set(in_use)
+    assert in_use[(("kept", "event_streams"),)] == 2 * 256  # two queued events
+    assert in_use[(("kept", "held_waits"),)] == 0
+    assert ceiling[(("kept", "results"),)] == engine.board.results.max_bytes
+    assert ceiling[(("kept", "held_waits"),)] == engine.waiters.budget.max_held * 7 * 1024
+    assert all(in_use[k] <= ceiling[k] for k in in_use)

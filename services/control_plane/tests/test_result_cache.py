@@ -24,7 +24,7 @@ def test_the_defaults_are_ten_thousand_entries_and_256_mib_for_one_hour() -> Non
     c: ResultCache[str] = ResultCache()
 
     assert (c.max_size, c.max_bytes, c.ttl) == (DEFAULT_MAX_SIZE, DEFAULT_MAX_BYTES, DEFAULT_TTL)
-    assert (c.max_size, c.max_bytes, c.ttl) == (10_000, 256 * 1024 * 1024, 3600.0)
+    assert (c.max_size, c.max_bytes, c.ttl) == (10_000, 64 * 1024 * 1024, 3600.0)
 
 
 @pytest.mark.parametrize(("max_size", "ttl"), [(0, 10.0), (-1, 10.0), (3, 0.0), (3, -5.0)])

@@ -88,6 +88,7 @@ class ControlPlane:
             clock=clock,
             workflows=book,
             max_held_waits=self.config.max_held_waits,
+            max_event_streams=self.config.max_event_streams,
         )
         self._servers: list[ReplyServer] = []
         self._announcer: DiscoveryAnnouncer | None = None

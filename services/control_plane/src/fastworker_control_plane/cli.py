@@ -214,6 +214,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     )
     add_option(
         parser,
+        "--max-event-streams",
+        type=int,
+        default=_D["max_event_streams"].default,
+        help="dashboard event streams open at once (each may queue 10,000 events, about "
+        "2.5 MiB); past it a new one is refused with 503",
+    )
+    add_option(
+        parser,
         "--announce-interval",
         type=float,
         default=_D["announce_interval"].default,
@@ -361,6 +369,7 @@ def run(args: argparse.Namespace) -> int:
             heartbeat_timeout=args.heartbeat_timeout,
             max_wait=args.max_wait,
             max_held_waits=args.max_held_waits,
+            max_event_streams=args.max_event_streams,
             announce_interval=args.announce_interval,
             max_message_size=args.max_message_size,
             http_port=args.http_port,

@@ -18,6 +18,8 @@ from fastworker_control_plane.core.result_cache import (
     DEFAULT_MAX_SIZE,
     DEFAULT_TTL,
 )
+from fastworker_control_plane.core.workflows import DEFAULT_MAX_LIVE_BYTES
+from fastworker_control_plane.events import DEFAULT_MAX_SUBSCRIPTIONS
 from fastworker_control_plane.waiters import DEFAULT_MAX_HELD_WAITS
 from fastworker_protocol import (
     DEFAULT_BASE_PORT,
@@ -60,13 +62,14 @@ class ControlPlaneConfig:
     workflow_ttl: float = 3600.0
     workflow_max_finished: int = 10_000
     # Workflows not final may hold this many bytes; new ones are refused (queue_full) past it.
-    workflow_max_live_bytes: int = 1024 * 1024 * 1024
+    workflow_max_live_bytes: int = DEFAULT_MAX_LIVE_BYTES
     max_queued: int = DEFAULT_MAX_QUEUED  # live tasks per priority before queue_full
     heartbeat_timeout: float = 10.0
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     max_wait: float = 3600.0
     # Requests held at once (task and workflow waits); past it a wait is answered at once.
     max_held_waits: int = DEFAULT_MAX_HELD_WAITS
+    max_event_streams: int = DEFAULT_MAX_SUBSCRIPTIONS  # dashboard event streams at once
     announce_interval: float = 2.0
     # Every request must carry it when set; compared in constant time, never shown.
     auth_token: str | None = field(default=None, repr=False)
@@ -108,6 +111,8 @@ class ControlPlaneConfig:
             raise ValueError("--dead-letter-max-bytes must be at least 1")
         if self.max_held_waits < 0:
             raise ValueError("--max-held-waits must be >= 0")
+        if self.max_event_streams < 0:
+            raise ValueError("--max-event-streams must be >= 0")
         if self.max_queued < 1:
             raise ValueError("max queued must be at least 1")
         if self.local_concurrency < 0:

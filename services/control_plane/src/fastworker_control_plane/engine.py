@@ -24,7 +24,12 @@ from fastworker_control_plane.core.workflows import WorkflowBook
 from fastworker_control_plane.durability.entries import Recorder
 from fastworker_control_plane.durability.errors import NotLeading
 from fastworker_control_plane.durability.journal import Journal, JournalError
-from fastworker_control_plane.events import DEFAULT_BACKLOG, EventBus, Subscription
+from fastworker_control_plane.events import (
+    DEFAULT_BACKLOG,
+    DEFAULT_MAX_SUBSCRIPTIONS,
+    EventBus,
+    Subscription,
+)
 from fastworker_control_plane.tracing import DispatchTracer
 from fastworker_control_plane.waiters import (
     DEFAULT_MAX_HELD_WAITS,
@@ -78,12 +83,13 @@ class Engine:
         clock: Clock = time.time,
         workflows: WorkflowBook | None = None,
         max_held_waits: int = DEFAULT_MAX_HELD_WAITS,
+        max_event_streams: int = DEFAULT_MAX_SUBSCRIPTIONS,
     ) -> None:
         self.board = board
         self.heartbeat_timeout = heartbeat_timeout
         self.clock = clock
         self.waiters = CompletionWaiters(WaitBudget(max_held_waits))
-        self.events = EventBus()
+        self.events = EventBus(max_event_streams)
         self._fetches: dict[str, asyncio.Future[Delivery]] = {}
         self._cancels: dict[str, list[str]] = {}  # per worker: held tasks since cancelled
         self._worker_pipes: dict[str, int] = {}
@@ -427,9 +433,11 @@ class Engine:
             asyncio.get_running_loop().call_soon(self._dispatch)
 
     def subscribe(self, backlog: int = DEFAULT_BACKLOG) -> Subscription:
-        """Every task transition from now on, as events (see ``events``)."""
+        """Every task transition from now on, as events (see ``events``); raises
+        ``TooManySubscriptions`` past ``--max-event-streams``."""
+        subscription = self.events.subscribe(backlog)
         self.board.record_changes = True
-        return self.events.subscribe(backlog)
+        return subscription
 
     def _publish(self) -> None:
         # A workflow's records go in the same group commit as the tasks they queued.

@@ -14,7 +14,13 @@ from dataclasses import dataclass
 
 from fastworker_control_plane.core.board_types import Change
 
-DEFAULT_BACKLOG = 10_000
+DEFAULT_BACKLOG = 10_000  # events a subscriber may fall behind before it loses some
+DEFAULT_MAX_SUBSCRIPTIONS = 8  # dashboard streams at once (each may hold its backlog)
+EVENT_BYTES = 256  # what one queued event holds, about (its object and its kind string)
+
+
+class TooManySubscriptions(RuntimeError):
+    """Every subscription the bus allows is taken."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +50,11 @@ class Subscription:
     async def get(self) -> Event:
         return await self._queue.get()
 
+    @property
+    def queued(self) -> int:
+        """Events waiting to be taken."""
+        return self._queue.qsize()
+
     def take(self, limit: int) -> list[Event]:
         """Up to ``limit`` waiting events, oldest first, without waiting."""
         out: list[Event] = []
@@ -60,16 +71,32 @@ class Subscription:
 
 
 class EventBus:
-    def __init__(self) -> None:
+    def __init__(self, max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS) -> None:
+        self.max_subscriptions = max_subscriptions
         self._subscriptions: list[Subscription] = []
         self.published = 0
         self.dropped = 0
+
+    @property
+    def subscriptions(self) -> int:
+        return len(self._subscriptions)
+
+    @property
+    def queued(self) -> int:
+        """Events waiting in every subscription, together."""
+        return sum(s.queued for s in self._subscriptions)
 
     @property
     def has_subscribers(self) -> bool:
         return bool(self._subscriptions)
 
     def subscribe(self, backlog: int = DEFAULT_BACKLOG) -> Subscription:
+        """A new subscription; ``TooManySubscriptions`` past ``max_subscriptions``."""
+        if len(self._subscriptions) >= self.max_subscriptions:
+            raise TooManySubscriptions(
+                f"{len(self._subscriptions)} event streams are open, the most allowed "
+                "(--max-event-streams): close one or raise the bound"
+            )
         subscription = Subscription(self, backlog)
         self._subscriptions.append(subscription)
         return subscription

@@ -18,6 +18,8 @@ from fastworker import __version__
 from fastworker_control_plane.core.queue_views import queue_infos, waiting_on_limits
 from fastworker_control_plane.core.stats import Tally
 from fastworker_control_plane.engine import Engine
+from fastworker_control_plane.events import DEFAULT_BACKLOG, EVENT_BYTES
+from fastworker_control_plane.waiters import HELD_WAIT_BYTES
 from fastworker_protocol import Priority, WorkerState
 from fastworker_subworker import Subworker
 from fastworker_subworker.metrics import SubworkerCollector, histogram_family
@@ -41,6 +43,13 @@ class ControlPlaneCollector(Collector):
         yield from self._live_state()
         yield from self._result_cache()
         yield from self._workflows()
+        yield from self._kept_bytes()
+        yield GaugeMetricFamily(
+            "fastworker_idempotency_keys",
+            "Idempotency keys held: about as many as the live tasks and kept results "
+            "submitted with one",
+            value=len(self._engine.board.keys),
+        )
         yield GaugeMetricFamily(
             "fastworker_dead_letters",
             "Tasks failed for good held in the dead-letter store (to find and retry)",
@@ -162,6 +171,25 @@ class ControlPlaneCollector(Collector):
             value=budget.refused,
         )
 
+    def _kept_bytes(self) -> Iterator[Metric]:
+        """What the control plane keeps, in bytes, beside the ceiling of each (``kept``)."""
+        in_use = GaugeMetricFamily(
+            "fastworker_kept_bytes",
+            "Bytes the control plane keeps, by what (encoded sizes, or estimates of held "
+            "requests and queued events)",
+            labels=["kept"],
+        )
+        ceiling = GaugeMetricFamily(
+            "fastworker_kept_bytes_limit",
+            "The most bytes kept of each kind before the oldest go or new ones are refused",
+            labels=["kept"],
+        )
+        for kept, used, limit in kept_bytes(self._engine):
+            in_use.add_metric([kept], used)
+            ceiling.add_metric([kept], limit)
+        yield in_use
+        yield ceiling
+
     def _result_cache(self) -> Iterator[Metric]:
         cache = self._engine.board.results
         yield GaugeMetricFamily(
@@ -179,6 +207,25 @@ class ControlPlaneCollector(Collector):
             ("expirations", cache.stats.expirations, "Results dropped after their TTL"),
         ):
             yield CounterMetricFamily(f"fastworker_result_cache_{name}", help_text, value=value)
+
+
+def kept_bytes(engine: Engine) -> list[tuple[str, int, int]]:
+    """``(kind, bytes in use, ceiling)`` of everything the control plane keeps that a client
+    can make grow: the operations guide's table of memory ceilings, as numbers."""
+    board, book, budget = engine.board, engine.workflows.book, engine.waiters.budget
+    events = engine.events
+    return [
+        ("results", board.results.bytes, board.results.max_bytes),
+        ("dead_letters", board.dead_letters.bytes, board.dead_letters.max_bytes),
+        ("workflows_running", book.live_bytes, book.max_live_bytes),
+        ("workflows_finished", book.finished_bytes, book.max_bytes),
+        ("held_waits", budget.held * HELD_WAIT_BYTES, budget.max_held * HELD_WAIT_BYTES),
+        (
+            "event_streams",
+            events.queued * EVENT_BYTES,
+            events.max_subscriptions * DEFAULT_BACKLOG * EVENT_BYTES,
+        ),
+    ]
 
 
 def control_plane_registry(

@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterable
 
 from fastworker_protocol import TaskResult
 
-DEFAULT_MAX_HELD_WAITS = 10_000
+DEFAULT_MAX_HELD_WAITS = 5_000
+HELD_WAIT_BYTES = 7 * 1024  # what one held request holds, about (measured: 6.5 KiB)
 
 
 class WaitBudget:

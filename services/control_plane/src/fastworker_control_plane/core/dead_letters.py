@@ -26,7 +26,7 @@ from fastworker_protocol import DeadLetter, FailedFilter, TaskError, TaskState
 
 DEFAULT_DEAD_LETTER_MAX = 100_000
 DEFAULT_DEAD_LETTER_TTL = 7 * 24 * 3600.0
-DEFAULT_DEAD_LETTER_MAX_BYTES = 256 * 1024 * 1024
+DEFAULT_DEAD_LETTER_MAX_BYTES = 32 * 1024 * 1024
 
 _encoder = msgspec.msgpack.Encoder()
 

@@ -20,7 +20,7 @@ from typing import Generic, NamedTuple, TypeVar
 V = TypeVar("V")
 
 DEFAULT_MAX_SIZE = 10_000
-DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_TTL = 3600.0
 
 

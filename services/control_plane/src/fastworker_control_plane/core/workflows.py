@@ -70,8 +70,8 @@ from fastworker_protocol.workflows import SubmitWorkflow, WorkflowInfo
 
 DEFAULT_MAX_FINISHED = 10_000
 DEFAULT_TTL = 3600.0
-DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # final workflows
-DEFAULT_MAX_LIVE_BYTES = 1024 * 1024 * 1024  # workflows not final: refuse new ones past it
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024  # final workflows
+DEFAULT_MAX_LIVE_BYTES = 32 * 1024 * 1024  # workflows not final: refuse new ones past it
 
 
 @dataclass

@@ -19,13 +19,13 @@ from fastworker_control_plane.dashboard.replies import encode
 from fastworker_control_plane.dashboard.replies import refused as _refused
 from fastworker_control_plane.dashboard.replies import reply as _reply
 from fastworker_control_plane.engine import Engine
+from fastworker_control_plane.events import TooManySubscriptions
 from fastworker_protocol import TaskState
 
 STATIC = Path(__file__).parent / "static"
 FLUSH_INTERVAL = 0.2  # seconds between batches of task events on the stream
 SNAPSHOT_EVERY = 5  # flushes between snapshots (one a second)
 MAX_EVENTS_PER_FLUSH = 2_000
-STREAM_BACKLOG = 20_000  # events a stream may fall behind before it loses some
 
 
 class BadRequest(ValueError):
@@ -179,6 +179,10 @@ class DashboardRoutes:
     async def events(self, request: web.Request) -> web.StreamResponse:
         """Task transitions in batches, and a snapshot every second, until the client
         goes away or the server stops."""
+        try:
+            subscription = self.engine.subscribe()
+        except TooManySubscriptions as exc:
+            return _reply({"error": "too_many_streams", "message": str(exc)}, 503)
         response = web.StreamResponse(
             headers={
                 "Content-Type": "text/event-stream",
@@ -186,10 +190,9 @@ class DashboardRoutes:
                 "X-Accel-Buffering": "no",  # tell proxies not to buffer the stream
             }
         )
-        await response.prepare(request)
-        subscription = self.engine.subscribe(STREAM_BACKLOG)
         seen_action = self.engine.actions.last_seq  # a new stream gets new actions only
         try:
+            await response.prepare(request)
             await response.write(b"retry: 2000\n\n")
             tick = 0
             while True:
