@@ -16,7 +16,7 @@ import pynng
 from harness import Cluster, wait_until
 from test_backpressure import rss_mib
 
-from fastworker import TaskStatus
+from fastworker import SyncClient, TaskResult, TaskStatus
 
 ABANDONED = 5_000
 CUT_WARNING = "closing a connection that does not read its replies"
@@ -216,3 +216,27 @@ async def test_thousands_of_requests_in_flight_on_one_connection_are_all_answere
     assert [r.result for r in results] == [i + 1 for i in range(5_000)]
     assert all(r is not None and r.status == TaskStatus.SUCCESS for r in reads)
     assert CUT_WARNING not in control_plane.output()
+
+
+async def test_a_control_plane_that_holds_no_wait_still_gives_final_results(
+    cluster: Cluster, http: aiohttp.ClientSession
+) -> None:
+    # Given a control plane whose held waits are all taken (none allowed)
+    cluster.control_plane("--max-held-waits", "0")
+    async with cluster.client() as client:
+        await cluster.workers(client, 1)
+
+        # When clients wait for tasks that take a while, async and blocking
+        waited = await client.submit_task("nap", (0.8,), timeout=30)
+        task_id = await client.delay("nap", 0.8)
+        got = await client.wait_result(task_id, timeout=30)
+
+        def blocking() -> TaskResult:
+            with SyncClient(cluster.discovery) as sync:
+                return sync.submit_task("nap", (0.8,), timeout=30)
+
+        blocked = await asyncio.to_thread(blocking)
+
+    # Then each gets its final result: answered early, they asked again
+    assert [r.status for r in (waited, got, blocked)] == [TaskStatus.SUCCESS] * 3
+    assert await metric(http, cluster.http, "fastworker_waits_refused_total") >= 3

@@ -11,6 +11,8 @@ from fastworker import (
     RequestRejected,
     SyncClient,
     TaskRegistry,
+    TaskResult,
+    TaskStatus,
     Timeout,
     chain,
     chord,
@@ -18,6 +20,7 @@ from fastworker import (
     sig,
     task,
 )
+from fastworker._calls import left_to_wait
 from fastworker._workflows import (
     final_workflow,
     pause_before_waiting_again,
@@ -123,3 +126,13 @@ def test_a_signature_delay_queues_one_task() -> None:
 def test_a_composite_delay_submits_a_workflow() -> None:
     with eager(registry), pytest.raises(RequestRejected, match="workflows"):
         chain(add.s(1, 1), add.s(2)).delay(workflow_id="x")
+
+
+def test_a_submit_answered_before_its_task_ended_waits_the_rest_with_get() -> None:
+    queued = TaskResult(task_id="t", name="add", status=TaskStatus.QUEUED)
+    done = TaskResult(task_id="t", name="add", status=TaskStatus.SUCCESS, result=3)
+
+    assert left_to_wait(queued, 30.0, started=100.0, now=100.2) == pytest.approx(29.8)
+    assert left_to_wait(queued, 30.0, started=100.0, now=130.0) is None  # no time left
+    assert left_to_wait(done, 30.0, started=100.0, now=100.2) is None
+    assert left_to_wait(None, 30.0, started=100.0, now=100.2) is None

@@ -336,6 +336,18 @@ def pause_before_getting_again(
     return pause_before_asking_again(running, deadline, asked, now)
 
 
+def left_to_wait(
+    result: TaskResult | None, wait: float, started: float, now: float
+) -> float | None:
+    """Seconds a ``submit_task`` whose reply came with ``result`` still has to wait for it
+    with ``get``, or ``None``: it is final (or unknown), or no time is left. A control plane
+    answers a held submit early past its ``--max-wait`` or ``--max-held-waits``."""
+    if result is None or result.status.is_final:
+        return None
+    left = started + wait - now
+    return left if left > 0 else None
+
+
 def final(task_id: str, result: TaskResult | None, wait: float) -> TaskResult:
     """A waited-for result, which must exist and be final."""
     if result is None:

@@ -30,6 +30,7 @@ from fastworker._calls import (
     final,
     id_chunks,
     lane_address,
+    left_to_wait,
     limit_change,
     pause_before_getting_again,
     priority_of,
@@ -371,9 +372,14 @@ class Client(AsyncWorkflows, AsyncOperations):
         """
         wait = self.timeout if timeout is None else timeout
         lane = priority_of(task_name, priority)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         with send_spans([task_spec(task_name, args, kwargs, queue=queue)], lane) as (spec,):
             reply = await self._send_submit(lane, [spec], wait, Results)
-        return final(spec.id, reply.results[0], wait)
+        [result] = reply.results
+        if (left := left_to_wait(result, wait, started, loop.time())) is not None:
+            [result] = await self._get([spec.id], left)
+        return final(spec.id, result, wait)
 
     async def submit_batch(
         self, items: Iterable[BatchItem | Mapping[str, Any] | tuple[Any, ...]]

@@ -36,6 +36,7 @@ from fastworker._calls import (
     final,
     id_chunks,
     lane_address,
+    left_to_wait,
     limit_change,
     pause_before_getting_again,
     priority_of,
@@ -290,11 +291,15 @@ class SyncClient(SyncWorkflows, SyncOperations):
         """As :meth:`Client.submit_task`: queue a task and wait for its final result."""
         wait = self._settings.timeout if timeout is None else timeout
         lane = priority_of(task_name, priority)
+        started = time.monotonic()
         with send_spans([task_spec(task_name, args, kwargs, queue=queue)], lane) as (spec,):
             message = Submit(tasks=[spec], wait=wait)
             reply = self._request(lane, message, Results, wait)
         self._client._known.remember(reply.results)
-        return final(spec.id, reply.results[0], wait)
+        [result] = reply.results
+        if (left := left_to_wait(result, wait, started, time.monotonic())) is not None:
+            [result] = self._get([spec.id], left)
+        return final(spec.id, result, wait)
 
     def submit_batch(
         self, items: Iterable[BatchItem | Mapping[str, Any] | tuple[Any, ...]]
