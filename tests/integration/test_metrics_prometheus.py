@@ -128,6 +128,21 @@ async def test_prometheus_reads_back_the_exact_counts_of_a_known_workload(
             "task_name",
             "priority",
         )
+        # and what the control plane keeps, beside each ceiling (the defaults)
+        mib = 1024 * 1024
+        await _query(
+            prom,
+            'fastworker_kept_bytes_limit{job="control-plane"}',
+            {
+                ("results",): 64 * mib,
+                ("dead_letters",): 32 * mib,
+                ("workflows_running",): 32 * mib,
+                ("workflows_finished",): 16 * mib,
+                ("held_waits",): 5_000 * 7 * 1024,
+                ("event_streams",): 8 * 10_000 * 256,
+            },
+            "kept",
+        )
         await _query(
             prom,
             'fastworker_tasks_retried_total{job="control-plane"}',
@@ -300,6 +315,7 @@ async def test_the_exposition_names_series_by_convention_and_never_labels_a_task
         "fastworker_events_dropped_total",
         "fastworker_workflows_total",
         "fastworker_subworker_tasks_total",
+        "fastworker_waits_refused_total",
     }
     assert {name for name, kind in types.items() if kind == "histogram"} == {
         "fastworker_task_run_seconds",
@@ -319,6 +335,9 @@ async def test_the_exposition_names_series_by_convention_and_never_labels_a_task
         "fastworker_control_plane_info",
         "fastworker_workflows_running",
         "fastworker_dead_letters",
+        "fastworker_idempotency_keys",
+        "fastworker_kept_bytes",
+        "fastworker_kept_bytes_limit",
         "fastworker_subworker_in_flight",
         "fastworker_subworker_concurrency",
         "fastworker_subworker_registered",
