@@ -9,6 +9,7 @@ real processes, then the rest), so no long one starts last.
 
 from __future__ import annotations
 
+import signal
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -17,6 +18,15 @@ import pytest
 DOCKER_MODULES = frozenset(
     {"test_containers.py", "test_compose_ha.py", "test_helm_in_docker.py", "test_examples.py"}
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Processes the tests start get SIGINT as from a terminal. Tests stop many of them with
+    Ctrl-C's signal; started as a background job of a non-interactive shell, the suite
+    (xdist's workers included) has SIGINT ignored, which every process it starts would
+    inherit. A handler, unlike an ignored signal, is reset to the default by exec."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _module(nodeid: str) -> PurePosixPath:

@@ -193,7 +193,14 @@ class Started:
         process it started has gone. (A terminal's Ctrl-C reaches uv too, which then exits
         130 whatever the command did; uv's behaviour, not FastWorker's.)"""
         self.popen.send_signal(signal.SIGINT)
-        code = self.popen.wait(30)
+        try:
+            code = self.popen.wait(30)
+        except subprocess.TimeoutExpired:  # say what is stuck, for whoever reads the failure
+            ps = ["ps", "-o", "pid,stat,wchan:24,args", "-g", str(self.popen.pid)]
+            left = subprocess.run(ps, capture_output=True, text=True, check=False).stdout
+            raise AssertionError(
+                f"still running 30 s after SIGINT:\n{left}\noutput:\n{self.output[-4000:]}"
+            ) from None
 
         def group_alive() -> bool:
             try:
