@@ -109,3 +109,27 @@ async def test_a_request_answered_after_close_fails_instead_of_waiting_forever(
     await journal.close()
     with pytest.raises(JournalError, match="closed"):
         await asyncio.wait_for(journal.flushed(), DEADLINE)
+
+
+async def test_a_system_without_fdatasync_syncs_each_write_with_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a system with no fdatasync (macOS)
+    monkeypatch.delattr(os, "fdatasync")
+    real_fsync = os.fsync
+    synced: list[int] = []
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    # When entries are appended and acknowledged
+    journal = opened(tmp_path)
+    journal.append([tick(1)])
+    await journal.flushed()
+    await journal.close()
+
+    # Then the write was synced with fsync, and it is there on replay
+    assert synced
+    assert replayed_names(tmp_path) == ["p1"]

@@ -48,6 +48,12 @@ def append_after(path: Path, keep: int, header: bytes) -> tuple[int, int]:
     return fd, keep
 
 
+def sync_data(fd: int) -> None:
+    """Make what was written to ``fd`` durable: ``fdatasync``, or ``fsync`` where the
+    system has no ``fdatasync`` (macOS), which syncs the metadata too."""
+    getattr(os, "fdatasync", os.fsync)(fd)
+
+
 def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:

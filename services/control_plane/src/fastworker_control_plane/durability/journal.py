@@ -218,7 +218,7 @@ class Journal:
             data += frames.frame(payload, self.size + len(data))
         try:
             files.write_all(self._fd, bytes(data))
-            os.fdatasync(self._fd)
+            files.sync_data(self._fd)
         except OSError:
             try:  # cut the partial frame, so later frames are not lost behind it on replay
                 os.ftruncate(self._fd, self.size)

@@ -126,7 +126,7 @@ class Replica:
         assert self._fd is not None, "open() opens the file"
         assert offset == self.size, "the follower checked the offset"
         files.write_all(self._fd, data)
-        os.fdatasync(self._fd)
+        files.sync_data(self._fd)
         self.size += len(data)
 
     def _stage(self, offset: int, data: bytes) -> None:
