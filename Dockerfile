@@ -25,6 +25,7 @@ WORKDIR /src
 # Dependencies first, so code changes do not re-download them.
 COPY pyproject.toml uv.lock ./
 COPY services/protocol/pyproject.toml services/protocol/
+COPY services/common/pyproject.toml services/common/
 COPY services/client_sdk/pyproject.toml services/client_sdk/
 COPY services/subworker/pyproject.toml services/subworker/
 COPY services/control_plane/pyproject.toml services/control_plane/

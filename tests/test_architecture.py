@@ -1,6 +1,6 @@
 """Guards on the shape of the code: import direction, curated public APIs, module sizes.
 
-Imports run one way only: protocol <- client_sdk <- subworker <- control_plane.
+Imports run one way only: protocol <- common <- client_sdk <- subworker <- control_plane.
 """
 
 from __future__ import annotations
@@ -18,13 +18,20 @@ MAX_MODULE_LINES = 600
 
 PACKAGES = {
     "fastworker_protocol": SERVICES / "protocol/src/fastworker_protocol",
+    "fastworker_common": SERVICES / "common/src/fastworker_common",
     "fastworker": SERVICES / "client_sdk/src/fastworker",
     "fastworker_subworker": SERVICES / "subworker/src/fastworker_subworker",
     "fastworker_control_plane": SERVICES / "control_plane/src/fastworker_control_plane",
 }
 
 FORBIDDEN = {
-    "fastworker_protocol": {"fastworker", "fastworker_subworker", "fastworker_control_plane"},
+    "fastworker_protocol": {
+        "fastworker_common",
+        "fastworker",
+        "fastworker_subworker",
+        "fastworker_control_plane",
+    },
+    "fastworker_common": {"fastworker", "fastworker_subworker", "fastworker_control_plane"},
     "fastworker": {"fastworker_subworker", "fastworker_control_plane"},
     "fastworker_subworker": {"fastworker_control_plane"},
     "fastworker_control_plane": set(),

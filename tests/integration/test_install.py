@@ -147,13 +147,13 @@ def test_the_install_is_ours_not_pypis_fastworker(installed: Installed) -> None:
     probe = (
         "import importlib.metadata as m, fastworker, fastworker_control_plane; "
         "print(fastworker.__file__); "
-        "print(*(m.version(n) for n in ('fastworker', 'fastworker-protocol', "
+        "print(*(m.version(n) for n in ('fastworker', 'fastworker-protocol', 'fastworker-common', "
         "'fastworker-subworker', 'fastworker-control-plane')))"
     )
     out = run(["uv", "run", "python", "-c", probe], installed.app, outside_env())
     where, versions = out.strip().splitlines()[-2:]
     assert Path(where).is_relative_to(installed.app / ".venv"), out
-    assert versions.split() == ["0.1.0"] * 4, out
+    assert versions.split() == ["0.1.0"] * 5, out
 
 
 def test_the_fastapi_line_adds_the_extra_to_our_fastworker(installed: Installed) -> None:
