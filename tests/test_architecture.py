@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -96,24 +97,60 @@ def all_source_files() -> list[Path]:
 
 
 def imported_modules(path: Path) -> Iterator[tuple[int, str]]:
-    """Every absolute module a file imports, with its line (relative imports stay inside)."""
+    """Every absolute module a file imports, with its line (relative imports stay inside).
+
+    Besides import statements, this counts modules named by a string: the literal argument
+    of ``importlib.import_module``/``__import__``, and, in a file that imports by a computed
+    name (a lazy ``__getattr__`` table), every string in it that names a module of ours.
+    """
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    computed = False
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield node.lineno, alias.name
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             yield node.lineno, node.module
+        elif isinstance(node, ast.Call) and imports_by_name(node):
+            first = node.args[0] if node.args else None
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                yield node.lineno, first.value
+            else:
+                computed = True
+    if computed:
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and top_level(node.value) in PACKAGES
+                and MODULE_NAME.fullmatch(node.value)
+            ):
+                yield node.lineno, node.value
+
+
+MODULE_NAME = re.compile(r"[a-z_]+(\.[a-z_]+)*")
+
+
+def imports_by_name(call: ast.Call) -> bool:
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return name in ("import_module", "__import__")
 
 
 def top_level(module: str) -> str:
     return module.partition(".")[0]
 
 
-def test_every_package_has_source_to_check() -> None:
+def test_every_source_file_belongs_to_a_checked_package() -> None:
     for package, path in PACKAGES.items():
         assert (path / "__init__.py").is_file(), f"{package} has no __init__.py at {path}"
-    assert len(all_source_files()) >= sum(len(modules(p)) for p in PACKAGES)
+    unchecked = [
+        str(path.relative_to(ROOT))
+        for path in all_source_files()
+        if not any(path.is_relative_to(root) for root in PACKAGES.values())
+    ]
+
+    assert not unchecked, f"source files outside every checked package: {unchecked}"
 
 
 @pytest.mark.parametrize("package", sorted(PACKAGES))
@@ -187,3 +224,140 @@ def test_no_module_is_over_six_hundred_lines(path: Path) -> None:
     assert lines <= MAX_MODULE_LINES, (
         f"{path.relative_to(ROOT)} has {lines} lines (> {MAX_MODULE_LINES}): split it"
     )
+
+
+def private_part(module: str) -> str | None:
+    """The first private (underscore) part of a dotted module name, if any."""
+    return next((part for part in module.split(".") if part.startswith("_")), None)
+
+
+@pytest.mark.parametrize("package", sorted(PACKAGES))
+def test_no_package_imports_another_packages_private_modules(package: str) -> None:
+    offences = [
+        f"{path.relative_to(ROOT)}:{line} imports {module}"
+        for path in modules(package)
+        for line, module in imported_modules(path)
+        if top_level(module) in PACKAGES
+        and top_level(module) != package
+        and private_part(module) is not None
+    ]
+
+    assert not offences, (
+        f"{package} reaches into other packages' private modules (move what is shared "
+        "to fastworker_common, public):\n" + "\n".join(offences)
+    )
+
+
+CONTROL_PLANE = PACKAGES["fastworker_control_plane"]
+PURE = [
+    CONTROL_PLANE / "core",
+    CONTROL_PLANE / "replication/follower.py",
+    CONTROL_PLANE / "replication/messages.py",
+    CONTROL_PLANE / "replication/sender.py",
+    CONTROL_PLANE / "replication/tracker.py",
+    CONTROL_PLANE / "election/_etcd_wire.py",
+    CONTROL_PLANE / "election/kube_lease.py",
+    CONTROL_PLANE / "election/settings.py",
+    CONTROL_PLANE / "election/terms.py",
+]
+# What a pure module may not import: I/O, threads and processes, clocks, entropy.
+IMPURE_MODULES = {
+    "aiohttp",
+    "asyncio",
+    "http",
+    "io",
+    "logging",
+    "multiprocessing",
+    "os",
+    "pathlib",
+    "pynng",
+    "random",
+    "secrets",
+    "select",
+    "selectors",
+    "shutil",
+    "signal",
+    "socket",
+    "ssl",
+    "structlog",
+    "subprocess",
+    "sys",
+    "tempfile",
+    "threading",
+    "time",
+    "urllib.request",
+    "uuid",
+}
+# What a pure module may not call: the I/O builtins, and the clock by any route.
+IMPURE_BUILTINS = {"open", "print", "input"}
+IMPURE_METHODS = {"now", "utcnow", "today", "urandom", "monotonic", "perf_counter"}
+
+
+def pure_files() -> list[Path]:
+    return sorted(
+        file for entry in PURE for file in ([entry] if entry.is_file() else entry.rglob("*.py"))
+    )
+
+
+def impurities(path: Path) -> Iterator[str]:
+    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    for line, module in imported_modules(path):
+        if module in IMPURE_MODULES or top_level(module) in IMPURE_MODULES:
+            yield f"{where}:{line} imports {module}"
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in IMPURE_BUILTINS | IMPURE_METHODS:
+            yield f"{where}:{node.lineno} calls {func.id}()"
+        elif isinstance(func, ast.Attribute) and func.attr in IMPURE_METHODS:
+            yield f"{where}:{node.lineno} calls {func.attr}()"
+
+
+def test_every_pure_module_listed_exists() -> None:
+    missing = [str(entry.relative_to(ROOT)) for entry in PURE if not entry.exists()]
+
+    assert not missing, f"pure modules listed here that are gone: {missing}"
+
+
+@pytest.mark.parametrize("path", pure_files(), ids=lambda p: str(p.relative_to(CONTROL_PLANE)))
+def test_pure_modules_do_no_io_read_no_clock_and_draw_no_entropy(path: Path) -> None:
+    found = list(impurities(path))
+
+    assert not found, "a pure module is handed time, ids and randomness:\n" + "\n".join(found)
+
+
+def test_the_purity_check_sees_io_clocks_and_entropy(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "import uuid\n"
+        "from time import monotonic\n"
+        "from datetime import datetime\n"
+        "def f(path):\n"
+        "    open(path)\n"
+        "    return datetime.now(), monotonic()\n",
+        encoding="utf-8",
+    )
+
+    found = [finding.partition(" ")[2] for finding in impurities(sample)]
+
+    assert sorted(found) == sorted(
+        ["imports uuid", "imports time", "calls open()", "calls now()", "calls monotonic()"]
+    )
+
+
+def test_the_import_check_sees_modules_named_by_strings(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "import importlib\n"
+        "importlib.import_module('fastworker_control_plane.testing')\n"
+        "HOMES = {'Thing': 'fastworker_subworker.worker'}\n"
+        "def load(name):\n"
+        "    return importlib.import_module(HOMES[name])\n",
+        encoding="utf-8",
+    )
+
+    found = {module for _, module in imported_modules(sample)}
+
+    assert found == {"fastworker_control_plane.testing", "fastworker_subworker.worker", "importlib"}

@@ -4,8 +4,9 @@
   ``task_always_eager``, Dramatiq's ``StubBroker`` + ``Worker``).
 * :class:`Cluster`: the real control-plane core and a real subworker in this process, over
   an in-memory transport, on a clock the test moves (``cluster.advance(3600)``). It needs
-  the ``fastworker-control-plane`` and ``fastworker-subworker`` packages, and is imported
-  from there only when asked for.
+  the ``fastworker-control-plane`` and ``fastworker-subworker`` packages, and is loaded
+  only when asked for, from the ``fastworker.testing`` entry point the control plane
+  declares.
 * The pytest plugin (installed with the SDK): fixtures ``fastworker_eager``,
   ``fastworker_cluster`` and ``fastworker_client``.
 * :func:`free_port_block` and :func:`free_ports_apart`: loopback ports for a test that
@@ -14,7 +15,6 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from fastworker.testing.eager import Eager, Submission, eager
@@ -33,12 +33,13 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in ("Cluster", "ClusterError"):
-        try:
-            module = importlib.import_module("fastworker_control_plane.testing")
-        except ModuleNotFoundError as exc:
+        from importlib.metadata import entry_points
+
+        found = entry_points(group="fastworker.testing", name=name)
+        if not found:
             raise ImportError(
-                "fastworker.testing.Cluster needs the fastworker-control-plane and "
-                f"fastworker-subworker packages installed ({exc})"
-            ) from exc
-        return getattr(module, name)
+                f"fastworker.testing.{name} needs the fastworker-control-plane and "
+                "fastworker-subworker packages installed"
+            )
+        return next(iter(found)).load()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
