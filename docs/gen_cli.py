@@ -4,7 +4,8 @@
     uv run python docs/gen_cli.py --check   # exit 1 if the checked-in page is stale
 
 It builds ``fastworker.cli.build_parser()`` (with the ``control-plane`` and ``subworker``
-commands their packages contribute) and writes every subcommand's options. What would
+commands their packages contribute, whose options ``fastworker_common.settings`` makes from
+their config classes' fields) and writes every subcommand's options. What would
 make the page differ between machines is neutralised while the parser is built: the
 ``FASTWORKER_*`` variables (which become defaults) are hidden, and a default taken from
 the CPU count is shown as "the CPU count".
@@ -35,7 +36,9 @@ INTRO = """\
 One command, `fastworker`, with a subcommand per job. `fastworker control-plane` and
 `fastworker subworker` are also installed as `fastworker-control-plane` and
 `fastworker-subworker`, with the same options. Everything below is generated from the
-argparse parsers themselves (`docs/gen_cli.py`), and a test fails when it differs from them.
+argparse parsers themselves (`docs/gen_cli.py`), and a test fails when it differs from them;
+the options of those two, but `--task-modules`, `--tls-*`, `--check` and `--log-level`,
+are the fields of their config classes (`ControlPlaneConfig`, `SubworkerConfig`).
 
 * **Environment.** Every option also reads `FASTWORKER_<OPTION>` from the environment
   (e.g. `FASTWORKER_DISCOVERY_ADDRESS=tcp://cp:5550`); a flag on the command line wins.
@@ -66,12 +69,11 @@ class _CpuCount:
     __repr__ = __str__
 
 
-# Modules that bind ``fastworker_subworker.processes.cpu_count`` (a default of the pools'
-# size), each patched where it is looked up.
+# The config modules whose settings default to ``fastworker_subworker.processes.cpu_count``
+# (the pools' size), each patched where their default factories look it up.
 _CPU_COUNT_USERS = (
-    "fastworker_subworker.processes",
-    "fastworker_subworker.cli",
-    "fastworker_control_plane.cli",
+    "fastworker_subworker.config",
+    "fastworker_control_plane.config",
 )
 
 

@@ -10,14 +10,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from fastworker_subworker.config import SubworkerConfig
     from fastworker_subworker.loader import TaskModuleError, load_task_modules
-    from fastworker_subworker.worker import Subworker, SubworkerConfig
+    from fastworker_subworker.worker import Subworker
 
 __all__ = ["Subworker", "SubworkerConfig", "TaskModuleError", "load_task_modules"]
 
 _HOMES = {
     "Subworker": "fastworker_subworker.worker",
-    "SubworkerConfig": "fastworker_subworker.worker",
+    "SubworkerConfig": "fastworker_subworker.config",
     "TaskModuleError": "fastworker_subworker.loader",
     "load_task_modules": "fastworker_subworker.loader",
 }

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
+
+from fastworker_common.settings import add_option, add_settings, config_from
 
 from fastworker._leader import addresses
 from fastworker.cli.common import (
@@ -13,7 +14,6 @@ from fastworker.cli.common import (
     EXIT_TASK_FAILED,
     EXIT_USAGE,
     CommandError,
-    add_auth_token,
     add_log_level,
     add_tls_options,
     serve,
@@ -22,24 +22,17 @@ from fastworker.cli.common import (
 )
 from fastworker.errors import Unauthorized
 from fastworker.log_setup import configure_logging
-from fastworker.options import add_option, queue_weights
 from fastworker.tls import TLSError, dial_config
-from fastworker_protocol import DEFAULT_DISCOVERY_ADDRESS, DEFAULT_MAX_MESSAGE_SIZE, EncodeError
+from fastworker_protocol import EncodeError
 from fastworker_subworker.allocator import return_large_blocks_to_the_system
+from fastworker_subworker.config import SubworkerConfig
 from fastworker_subworker.health import PortInUse, check
 from fastworker_subworker.loader import TaskModuleError, load_task_modules
-from fastworker_subworker.processes import ChildBroken, cpu_count
-from fastworker_subworker.worker import Subworker, SubworkerConfig
+from fastworker_subworker.processes import ChildBroken
+from fastworker_subworker.worker import Subworker
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    add_option(
-        parser,
-        "--discovery-address",
-        default=DEFAULT_DISCOVERY_ADDRESS,
-        help="the control plane's discovery BUS (the only setting a subworker needs); "
-        "replicated control planes: each replica's, comma-separated",
-    )
     add_option(
         parser,
         "--task-modules",
@@ -48,56 +41,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         metavar="MODULE",
         help="modules to import; their @task functions are what this worker runs",
     )
-    add_option(
-        parser, "--concurrency", type=int, default=os.cpu_count() or 1, help="tasks run at once"
-    )
-    add_option(
-        parser,
-        "--processes",
-        type=int,
-        default=cpu_count(),
-        help='child processes for tasks declared @task(pool="process"), started only if '
-        "there are some (the CPU count by default)",
-    )
-    add_recycling_options(parser)
-    add_option(
-        parser,
-        "--queues",
-        type=queue_weights,
-        default=None,
-        metavar="QUEUE[:WEIGHT],...",
-        help="queues to take tasks from, with their weights in its fair share "
-        "(e.g. reports:1,default:4; default: every queue its tasks name)",
-    )
-    add_option(
-        parser,
-        "--shutdown-timeout",
-        type=float,
-        default=30.0,
-        help="seconds in-flight tasks get to finish on SIGTERM before cancellation",
-    )
-    add_option(parser, "--name", default=None, help="display name (default host:pid)")
-    add_option(
-        parser,
-        "--max-message-size",
-        type=int,
-        default=DEFAULT_MAX_MESSAGE_SIZE,
-        help="largest message accepted, in bytes",
-    )
-    add_option(
-        parser,
-        "--metrics-port",
-        type=int,
-        default=None,
-        help="serve /metrics, /healthz and /readyz on this HTTP port (default: off)",
-    )
-    add_option(
-        parser,
-        "--metrics-host",
-        default="127.0.0.1",
-        help="address the HTTP port binds (0.0.0.0 in a container)",
-    )
-    add_auth_token(parser)
+    add_settings(parser, SubworkerConfig)
     add_tls_options(parser)
     add_option(
         parser,
@@ -108,27 +52,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     add_log_level(parser)
     parser.set_defaults(run=run)
     return parser
-
-
-def add_recycling_options(parser: argparse.ArgumentParser) -> None:
-    """When a process pool's children are replaced (the control plane's pool too)."""
-    add_option(
-        parser,
-        "--max-tasks-per-child",
-        type=int,
-        default=None,
-        metavar="N",
-        help="replace a child process after it has run N tasks (none: never)",
-    )
-    add_option(
-        parser,
-        "--max-memory-per-child",
-        type=int,
-        default=None,
-        metavar="MIB",
-        help="replace a child process, between tasks, once its resident memory is over "
-        "MIB mebibytes (none: never)",
-    )
 
 
 def command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -143,21 +66,7 @@ def run(args: argparse.Namespace) -> int:
     return_large_blocks_to_the_system()
     try:
         load_task_modules(args.task_modules)
-        config = SubworkerConfig(
-            discovery_address=args.discovery_address,
-            concurrency=args.concurrency,
-            queues=args.queues,
-            processes=args.processes,
-            max_tasks_per_child=args.max_tasks_per_child,
-            max_memory_per_child=args.max_memory_per_child,
-            shutdown_timeout=args.shutdown_timeout,
-            max_message_size=args.max_message_size,
-            metrics_host=args.metrics_host,
-            metrics_port=args.metrics_port,
-            auth_token=args.auth_token or None,
-            tls=tls_from(args),
-            **({"name": args.name} if args.name else {}),
-        )
+        config = config_from(SubworkerConfig, args, tls=tls_from(args))
         for address in addresses(config.discovery_address):
             dial_config(address, config.tls)  # a bad TLS setting fails here
         worker = Subworker(config)

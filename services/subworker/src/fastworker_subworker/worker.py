@@ -21,7 +21,6 @@ import socket
 import sys
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import structlog
@@ -29,25 +28,21 @@ import structlog
 from fastworker import ControlPlaneUnavailable, RequestRejected, TaskRegistry, Timeout
 from fastworker import default_registry as _default_registry
 from fastworker._discovery import DiscoveryPeer
-from fastworker.tls import TLS
 from fastworker.tracing import active_tracer
 from fastworker_protocol import (
-    DEFAULT_DISCOVERY_ADDRESS,
-    DEFAULT_MAX_MESSAGE_SIZE,
     Codec,
     WorkerEvent,
     WorkerState,
     next_worker_state,
 )
 from fastworker_subworker.child_wire import Spec
+from fastworker_subworker.config import SubworkerConfig
 from fastworker_subworker.exchange import Exchange, Outbox
 from fastworker_subworker.executor import Executor
 from fastworker_subworker.instrument import TaskInstrument
 from fastworker_subworker.link import Channel, ControlPlaneLink
 from fastworker_subworker.processes import (
-    PoolOptions,
     ProcessPool,
-    cpu_count,
     log_settings,
     task_refs,
 )
@@ -62,39 +57,6 @@ log = structlog.get_logger(__name__)
 
 _RETRY_DELAY = 0.5
 _GOODBYE_TIMEOUT = 2.0  # for the last messages: the control plane may already be gone
-
-
-def _default_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-@dataclass(frozen=True)
-class SubworkerConfig:
-    discovery_address: str = DEFAULT_DISCOVERY_ADDRESS
-    concurrency: int = field(default_factory=lambda: os.cpu_count() or 1)
-    shutdown_timeout: float = 30.0
-    fetch_wait: float = 1.0
-    request_timeout: float = 10.0
-    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
-    name: str = field(default_factory=_default_name)
-    metrics_host: str = "127.0.0.1"
-    metrics_port: int | None = None  # serve /metrics, /healthz and /readyz there
-    # The control plane's shared token, when it requires one (never shown in a repr).
-    auth_token: str | None = field(default=None, repr=False)
-    tls: TLS | None = None  # for tls+tcp:// control planes: the CA (and own certificate)
-    # Queues served, -> weight in the fair share (None: every queue its tasks name).
-    queues: dict[str, int] | None = None
-    # The process pool (started only when a task has pool="process"): its children, and
-    # when one is recycled: after this many tasks, or past this resident memory (MiB).
-    processes: int = field(default_factory=cpu_count)
-    max_tasks_per_child: int | None = None
-    max_memory_per_child: int | None = None
-
-    def pool_options(self) -> PoolOptions:
-        memory = self.max_memory_per_child
-        return PoolOptions(
-            self.processes, self.max_tasks_per_child, None if memory is None else memory << 20
-        )
 
 
 class Subworker:

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
+from fastworker_common.settings import add_option
 
 from fastworker.cli.common import (
     EXIT_OK,
@@ -27,7 +28,7 @@ from fastworker.errors import (
     RequestRejected,
     Timeout,
 )
-from fastworker.options import add_option, queue_name
+from fastworker.options import queue_name
 from fastworker_protocol import Priority, TaskResult, TaskState
 
 

@@ -10,7 +10,9 @@ import gc
 import signal
 from collections.abc import Awaitable, Callable, Iterator
 
-from fastworker.options import add_option
+from fastworker_common.settings import add_option
+
+from fastworker.options import AUTH_TOKEN_HELP
 from fastworker.tls import TLS
 from fastworker.tracing import TracingUnavailable, configure_tracing
 from fastworker_protocol import DEFAULT_DISCOVERY_ADDRESS
@@ -34,7 +36,7 @@ def add_auth_token(parser: argparse.ArgumentParser) -> None:
         "--auth-token",
         default=None,
         secret=True,
-        help="the shared token every request must carry (prefer the environment variable)",
+        help=AUTH_TOKEN_HELP,
     )
 
 

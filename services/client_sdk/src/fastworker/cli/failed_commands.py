@@ -13,6 +13,8 @@ import json
 import sys
 from typing import Any
 
+from fastworker_common.settings import add_option
+
 from fastworker._operations import FailedPage
 from fastworker.cli.client_commands import print_json, print_table, with_client
 from fastworker.cli.common import (
@@ -25,7 +27,6 @@ from fastworker.cli.common import (
 from fastworker.cli.times import format_time, when_type
 from fastworker.client import Client
 from fastworker.errors import TaskNotFound
-from fastworker.options import add_option
 from fastworker_protocol import MAX_FAILED_LISTED, DeadLetter, TaskError
 
 _Commands = argparse._SubParsersAction

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 
 import pytest
-
-from fastworker.options import add_option, env_name
+from fastworker_common.settings import add_option, env_name
 
 
 def parser_with(**option: object) -> argparse.ArgumentParser:
