@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 import pytest
+
 from fastworker_common.settings import add_option, env_name
 
 

@@ -6,8 +6,6 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from fastworker_common.settings import add_option, add_settings, config_from
-
 from fastworker.cli.common import (
     EXIT_OK,
     EXIT_TASK_FAILED,
@@ -20,6 +18,7 @@ from fastworker.cli.common import (
     traced,
 )
 from fastworker.log_setup import configure_logging
+from fastworker_common.settings import add_option, add_settings, config_from
 from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_control_plane.durability.journal import JournalError
 from fastworker_control_plane.ha.node import replicated_or_alone

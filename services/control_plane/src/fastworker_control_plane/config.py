@@ -8,10 +8,9 @@ import os
 import socket
 from dataclasses import dataclass, field
 
-from fastworker_common.settings import setting
-
 from fastworker.options import AUTH_TOKEN_HELP, queue_weights
 from fastworker.tls import TLS
+from fastworker_common.settings import setting
 from fastworker_control_plane.core.board_types import DEFAULT_MAX_QUEUED
 from fastworker_control_plane.core.dead_letters import (
     DEFAULT_DEAD_LETTER_MAX,

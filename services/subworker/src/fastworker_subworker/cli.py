@@ -6,8 +6,6 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from fastworker_common.settings import add_option, add_settings, config_from
-
 from fastworker._leader import addresses
 from fastworker.cli.common import (
     EXIT_OK,
@@ -23,6 +21,7 @@ from fastworker.cli.common import (
 from fastworker.errors import Unauthorized
 from fastworker.log_setup import configure_logging
 from fastworker.tls import TLSError, dial_config
+from fastworker_common.settings import add_option, add_settings, config_from
 from fastworker_protocol import EncodeError
 from fastworker_subworker.allocator import return_large_blocks_to_the_system
 from fastworker_subworker.config import SubworkerConfig

@@ -8,10 +8,9 @@ import os
 import socket
 from dataclasses import dataclass, field
 
-from fastworker_common.settings import setting
-
 from fastworker.options import AUTH_TOKEN_HELP, queue_weights
 from fastworker.tls import TLS
+from fastworker_common.settings import setting
 from fastworker_protocol import DEFAULT_DISCOVERY_ADDRESS, DEFAULT_MAX_MESSAGE_SIZE
 from fastworker_subworker.processes import PoolOptions, cpu_count
 

@@ -10,7 +10,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
-from fastworker_common.settings import add_option
 
 from fastworker.cli.common import (
     EXIT_OK,
@@ -29,6 +28,7 @@ from fastworker.errors import (
     Timeout,
 )
 from fastworker.options import queue_name
+from fastworker_common.settings import add_option
 from fastworker_protocol import Priority, TaskResult, TaskState
 
 

@@ -10,11 +10,10 @@ import gc
 import signal
 from collections.abc import Awaitable, Callable, Iterator
 
-from fastworker_common.settings import add_option
-
 from fastworker.options import AUTH_TOKEN_HELP
 from fastworker.tls import TLS
 from fastworker.tracing import TracingUnavailable, configure_tracing
+from fastworker_common.settings import add_option
 from fastworker_protocol import DEFAULT_DISCOVERY_ADDRESS
 
 EXIT_OK = 0

@@ -17,9 +17,8 @@ import argparse
 import asyncio
 import signal
 
-from fastworker_common.settings import add_option
-
 from fastworker.cli.common import EXIT_USAGE, CommandError
+from fastworker_common.settings import add_option
 from fastworker_protocol import DEFAULT_BASE_PORT, DEFAULT_DISCOVERY_PORT, DEFAULT_HTTP_PORT
 
 

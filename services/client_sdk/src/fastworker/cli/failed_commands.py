@@ -13,8 +13,6 @@ import json
 import sys
 from typing import Any
 
-from fastworker_common.settings import add_option
-
 from fastworker._operations import FailedPage
 from fastworker.cli.client_commands import print_json, print_table, with_client
 from fastworker.cli.common import (
@@ -27,6 +25,7 @@ from fastworker.cli.common import (
 from fastworker.cli.times import format_time, when_type
 from fastworker.client import Client
 from fastworker.errors import TaskNotFound
+from fastworker_common.settings import add_option
 from fastworker_protocol import MAX_FAILED_LISTED, DeadLetter, TaskError
 
 _Commands = argparse._SubParsersAction

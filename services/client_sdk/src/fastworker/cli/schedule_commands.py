@@ -11,8 +11,6 @@ import argparse
 import json
 from typing import Any
 
-from fastworker_common.settings import add_option
-
 from fastworker.cli.client_commands import (
     json_object,
     json_or_text,
@@ -24,6 +22,7 @@ from fastworker.cli.common import EXIT_OK, CommandError, add_client_options
 from fastworker.cli.times import format_time, seconds_type
 from fastworker.client import Client
 from fastworker.options import queue_name
+from fastworker_common.settings import add_option
 from fastworker_protocol import Priority, ScheduleInfo
 
 _Commands = argparse._SubParsersAction

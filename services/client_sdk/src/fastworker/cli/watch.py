@@ -14,9 +14,8 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
-from fastworker_common.settings import add_option
-
 from fastworker.cli.common import EXIT_OK, EXIT_TASK_FAILED, CommandError, add_auth_token
+from fastworker_common.settings import add_option
 from fastworker_protocol import DEFAULT_HTTP_PORT
 
 _FINAL = {"task.success": EXIT_OK, "task.failure": EXIT_TASK_FAILED}
