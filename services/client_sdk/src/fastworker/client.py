@@ -307,7 +307,7 @@ class Client(AsyncWorkflows, AsyncOperations):
             task_id,
             eta=eta_of(countdown, eta),
             max_retries=max_retries,
-            timeout=time_limit,
+            time_limit=time_limit,
             idempotency_key=idempotency_key,
             queue=queue,
         )

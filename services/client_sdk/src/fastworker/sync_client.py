@@ -255,7 +255,7 @@ class SyncClient(SyncWorkflows, SyncOperations):
             task_id,
             eta=eta_of(countdown, eta),
             max_retries=max_retries,
-            timeout=time_limit,
+            time_limit=time_limit,
             idempotency_key=idempotency_key,
             queue=queue,
         )
