@@ -29,5 +29,5 @@ async def slugify(title: str) -> str:
 
 @task(priority="high", max_retries=2)
 def word_count(text: str) -> int:
-    """Options go in the decorator: a default priority, retries, a timeout..."""
+    """Options go in the decorator: a default priority, retries, a time limit..."""
     return len(text.split())

@@ -67,7 +67,7 @@ def seed_messages() -> list[fp.Message]:
         fp.Submit(tasks=[fp.TaskSpec(name="echo", id="t1", args=[{"k": [1, 2.5, None]}])]),
         fp.Submit(tasks=[spec, fp.TaskSpec(name="no_such_task")], atomic=False),
         fp.Submit(tasks=[fp.TaskSpec(name="explode", args=["x"], max_retries=0)], wait=0.2),
-        fp.Submit(tasks=[fp.TaskSpec(name="add", args=[1], eta=1.7e9, timeout=1.0)]),
+        fp.Submit(tasks=[fp.TaskSpec(name="add", args=[1], eta=1.7e9, time_limit=1.0)]),
         fp.Get(task_ids=["t1", "t2"]),
         fp.Get(task_ids=["t1"], wait=0.1, any=True),
         fp.Cancel(task_id="t2"),

@@ -77,7 +77,7 @@ def picky(path: str) -> None:
     raise ValueError("not a KeyError, so not retried")
 
 
-@task(timeout=0.3)
+@task(time_limit=0.3)
 async def overrun(seconds: float) -> str:
     """An async task with a timeout."""
     await asyncio.sleep(seconds)

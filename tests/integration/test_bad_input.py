@@ -175,7 +175,7 @@ async def test_numbers_and_timestamps_out_of_range_are_invalid_messages_naming_t
         (submit_port, submit_with_arg(year_10000), "$.tasks[0].args[0]"),
         (submit_port, spec(eta=math.nan), "$.tasks[0].eta"),
         (submit_port, spec(eta=math.inf), "$.tasks[0].eta"),
-        (submit_port, spec(timeout=-1.0), "$.tasks[0].timeout"),
+        (submit_port, spec(time_limit=-1.0), "$.tasks[0].timeout"),
         (submit_port, Codec().encode(Submit(tasks=[], wait=math.nan)), "$.wait"),
         (results_port, Codec().encode(Get(task_ids=[], wait=-1.0)), "$.wait"),
     ]

@@ -247,7 +247,7 @@ def test_options_are_carried_into_each_step_and_its_task() -> None:
         (Priority.CRITICAL, "reports"),
     ]
     assert steps[2].task == TaskSpec(
-        name="report", args=[1], max_retries=3, timeout=2.5, queue="reports"
+        name="report", args=[1], max_retries=3, time_limit=2.5, queue="reports"
     )
     assert steps[1].task.max_retries is None  # the task's own 5 applies on the control plane
 

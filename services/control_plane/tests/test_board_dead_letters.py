@@ -111,7 +111,7 @@ def test_a_lost_subworker_makes_a_dead_letter_but_a_cancel_does_not() -> None:
 
 def test_a_task_silent_past_its_time_limit_becomes_a_dead_letter() -> None:
     board = board_with()
-    board.submit([TaskSpec(name="echo", id="t", args=[1], timeout=5.0)], Priority.NORMAL, NOW)
+    board.submit([TaskSpec(name="echo", id="t", args=[1], time_limit=5.0)], Priority.NORMAL, NOW)
     board.dispatch(["w"], NOW)
     board.report("w", ["t"], [], NOW)
 

@@ -134,7 +134,7 @@ def test_a_running_task_silent_past_its_time_limit_fails_as_timeout_and_is_stopp
     # Given a task with a 2 s limit that its worker reported started, then went quiet on
     board = TaskBoard()
     board.register("w", "w", 1, [LIGHT], NOW)
-    board.submit([TaskSpec(name="light", id="t", args=[1], timeout=2.0)], Priority.NORMAL, NOW)
+    board.submit([TaskSpec(name="light", id="t", args=[1], time_limit=2.0)], Priority.NORMAL, NOW)
     assert sent(board, "w") == ["t"]
     board.report("w", ["t"], [], NOW)
 

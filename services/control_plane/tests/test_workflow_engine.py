@@ -328,7 +328,7 @@ async def test_a_step_silent_past_its_time_limit_fails_its_workflow() -> None:
     now = [NOW]
     cp = Engine(TaskBoard(), heartbeat_timeout=60, clock=lambda: now[0])
     worker = Worker(cp)
-    hang = WorkflowStep(task=TaskSpec(name="hang", timeout=1.0))
+    hang = WorkflowStep(task=TaskSpec(name="hang", time_limit=1.0))
     cp.workflows.submit(SubmitWorkflow(workflow_id="t", steps=[hang, step("add", 1, 1, after=[0])]))
     await worker.drain()
     # When upkeep finds it overdue

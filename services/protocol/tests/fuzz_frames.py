@@ -187,7 +187,7 @@ def plausible_messages() -> list[fp.Message]:
         headers={"traceparent": STRINGS[17]},
         eta=1.7e9,
         max_retries=2,
-        timeout=5.0,
+        time_limit=5.0,
         idempotency_key="once",
     )
     error = fp.TaskError(type="ValueError", message="boom", traceback="Traceback...\n")
@@ -212,7 +212,7 @@ def plausible_messages() -> list[fp.Message]:
         ],
         max_retries=3,
         retry_on=["KeyError"],
-        timeout=2.5,
+        time_limit=2.5,
     )
     periodic = fp.TaskSignature(name="fuzz_periodic", cron="*/5 * * * *", cron_tz="Europe/Paris")
     outcome = fp.Outcome(task_id="t1", ok=False, error=error, started_at=1.0, finished_at=2.0)

@@ -63,8 +63,8 @@ class FakeChild:
         await asyncio.wait_for(asked(), 5)
 
 
-def assign(task_id: str, timeout: float | None = None) -> Assignment:
-    return Assignment(id=task_id, name="work", timeout=timeout)
+def assign(task_id: str, time_limit: float | None = None) -> Assignment:
+    return Assignment(id=task_id, name="work", time_limit=time_limit)
 
 
 def done(task_id: str, result: Any = None) -> child_wire.Done:
@@ -217,7 +217,7 @@ async def test_a_child_gone_after_its_last_report_crashes_no_task() -> None:
 
 async def test_a_task_past_its_time_limit_times_out_and_its_child_is_to_be_terminated() -> None:
     fake = FakeChild()
-    _, ending = await started([assign("slow", timeout=0.05)], fake)
+    _, ending = await started([assign("slow", time_limit=0.05)], fake)
 
     end = await ended(ending)  # the child never reports it
 
@@ -251,7 +251,7 @@ async def test_a_task_done_when_its_time_limit_passes_is_not_timed_out(
     clock = FakeClock()
     monkeypatch.setattr(child_run, "time", clock)
     fake = FakeChild()
-    _, ending = await started([assign("quick", timeout=30.0)], fake)
+    _, ending = await started([assign("quick", time_limit=30.0)], fake)
 
     # When its Done arrives once the limit is behind it (read in the same wake-up)
     clock.now += 31.0

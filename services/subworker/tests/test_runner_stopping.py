@@ -80,8 +80,8 @@ async def p() -> AsyncIterator[Probe]:
     probe.runner.shutdown()
 
 
-def assign(task_id: str, name: str, *args: Any, timeout: float | None = None) -> Assignment:
-    return Assignment(id=task_id, name=name, args=list(args), timeout=timeout)
+def assign(task_id: str, name: str, *args: Any, time_limit: float | None = None) -> Assignment:
+    return Assignment(id=task_id, name=name, args=list(args), time_limit=time_limit)
 
 
 async def test_a_cancelled_async_task_sees_cancelled_error_and_reports_cancelled(
@@ -100,7 +100,7 @@ async def test_a_cancelled_async_task_sees_cancelled_error_and_reports_cancelled
 async def test_an_async_task_past_its_timeout_reports_timeout_and_frees_the_slot(
     p: Probe,
 ) -> None:
-    p.runner.submit([assign("slow", "wait", "slow", timeout=0.05), assign("next", "echo", 7)])
+    p.runner.submit([assign("slow", "wait", "slow", time_limit=0.05), assign("next", "echo", 7)])
     timed_out = await p.outcome("slow")
     assert timed_out.error is not None
     assert timed_out.error.reason == "timeout"
@@ -110,7 +110,7 @@ async def test_an_async_task_past_its_timeout_reports_timeout_and_frees_the_slot
 async def test_a_sync_task_past_its_timeout_is_abandoned_and_the_next_task_runs(
     p: Probe,
 ) -> None:
-    p.runner.submit([assign("stuck", "block", timeout=0.05), assign("next", "echo", 8)])
+    p.runner.submit([assign("stuck", "block", time_limit=0.05), assign("next", "echo", 8)])
     timed_out = await p.outcome("stuck")
     assert timed_out.error is not None
     assert timed_out.error.reason == "timeout"
@@ -146,7 +146,7 @@ async def behind_stragglers(p: Probe, late: Assignment) -> None:
     """Given the pool's four threads held by ``park`` tasks abandoned by their timeout, and
     ``late`` (queued behind them) handed to the pool: the one lane does that as soon as the
     last one's outcome is out."""
-    stuck = [assign(f"stuck{i}", "park", f"stuck{i}", timeout=0.05) for i in range(4)]
+    stuck = [assign(f"stuck{i}", "park", f"stuck{i}", time_limit=0.05) for i in range(4)]
     p.runner.submit([*stuck, late])
     for assignment in stuck:
         assert (await p.outcome(assignment.id)).error.reason == "timeout"  # type: ignore[union-attr]
@@ -157,7 +157,7 @@ async def test_a_sync_task_cancelled_while_waiting_for_a_thread_is_reported_and_
 ) -> None:
     # Given a task waiting for a thread, behind four abandoned ones
     p.gate_of("late").set()  # it would not block, were it started
-    await behind_stragglers(p, assign("late", "park", "late", timeout=0.05))
+    await behind_stragglers(p, assign("late", "park", "late", time_limit=0.05))
     # When it is cancelled
     p.runner.cancel(["late"])
     # Then it is reported cancelled at once
@@ -178,11 +178,11 @@ async def test_a_sync_tasks_timeout_runs_from_its_start_not_while_it_waits_for_a
     p: Probe,
 ) -> None:
     # Given three threads held for good and a fourth held for a second after its timeout
-    stuck = [assign(f"stuck{i}", "park", f"stuck{i}", timeout=0.05) for i in range(3)]
-    p.runner.submit([*stuck, assign("busy", "doze", 1.0, timeout=0.05)])
+    stuck = [assign(f"stuck{i}", "park", f"stuck{i}", time_limit=0.05) for i in range(3)]
+    p.runner.submit([*stuck, assign("busy", "doze", 1.0, time_limit=0.05)])
     assert (await p.outcome("busy")).error.reason == "timeout"  # type: ignore[union-attr]
     # When a quick task with a 0.2 s timeout waits about a second for that thread
-    p.runner.submit([assign("late", "echo", "ran", timeout=0.2)])
+    p.runner.submit([assign("late", "echo", "ran", time_limit=0.2)])
     # Then it runs to the end: the wait did not count against its timeout
     late = await p.outcome("late")
     assert (late.ok, late.result) == (True, "ran")

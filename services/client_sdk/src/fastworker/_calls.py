@@ -196,7 +196,7 @@ def task_spec(
     *,
     eta: float | None = None,
     max_retries: int | None = None,
-    timeout: float | None = None,
+    time_limit: float | None = None,
     idempotency_key: str | None = None,
     queue: str | None = None,
 ) -> TaskSpec:
@@ -216,7 +216,7 @@ def task_spec(
         kwargs=keywords,
         eta=eta,
         max_retries=max_retries,
-        timeout=timeout,
+        time_limit=time_limit,
         idempotency_key=idempotency_key,
         queue=queue,
     )

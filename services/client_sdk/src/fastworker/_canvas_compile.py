@@ -135,7 +135,7 @@ class Builder:
             args=args,
             kwargs=kwargs,
             max_retries=signature.max_retries,
-            timeout=signature.time_limit,
+            time_limit=signature.time_limit,
             queue=queue,
         )
 

@@ -7,6 +7,7 @@ name only if a module it loaded registered it. Nothing from the wire is imported
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -42,7 +43,7 @@ class Task(Generic[P, R]):
     retry_backoff: float = 1.0
     retry_backoff_max: float = 600.0
     retry_on: tuple[type[BaseException], ...] = ()
-    timeout: float | None = None
+    time_limit: float | None = None
     repeat_interval: float | None = None
     cron: str | None = None
     cron_tz: str = "UTC"
@@ -57,6 +58,14 @@ class Task(Generic[P, R]):
     @property
     def is_async(self) -> bool:
         return inspect.iscoroutinefunction(self.fn)
+
+    @property
+    def timeout(self) -> float | None:
+        """Deprecated: the older name of :attr:`time_limit`."""
+        warnings.warn(
+            "Task.timeout is deprecated: read Task.time_limit", DeprecationWarning, stacklevel=2
+        )
+        return self.time_limit
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
@@ -138,7 +147,7 @@ class Task(Generic[P, R]):
             retry_backoff=self.retry_backoff,
             retry_backoff_max=self.retry_backoff_max,
             retry_on=[e.__name__ for e in self.retry_on],
-            timeout=self.timeout,
+            time_limit=self.time_limit,
             repeat_interval=self.repeat_interval,
             cron=self.cron,
             cron_tz=self.cron_tz,
@@ -247,12 +256,11 @@ def task(
     loop, the default for those), ``"thread"`` (a plain ``def`` on a thread, the default
     for those) or ``"process"`` (a plain ``def`` in a child process of the subworker: CPU
     work in parallel, and limits that really stop it).
-    An attempt running longer than ``time_limit`` seconds (``timeout`` is the same
-    setting, by its older name) is stopped and fails with reason ``timeout``: an async
-    task is cancelled, a process task's child is terminated, and a thread task, which
-    cannot be stopped, is abandoned to its thread. The time counts from its start, not
-    from its wait for a free thread or child. ``soft_time_limit`` (process tasks only)
-    raises ``SoftTimeLimitExceeded`` inside the task first, so it can clean up.
+    An attempt running longer than ``time_limit`` seconds is stopped and fails with reason
+    ``timeout``: an async task is cancelled, a process task's child is terminated, and a
+    thread task, which cannot be stopped, is abandoned to its thread. The time counts from
+    its start, not from its wait for a free thread or child. ``soft_time_limit`` (process
+    tasks only) raises ``SoftTimeLimitExceeded`` inside the task first, so it can clean up.
     ``repeat_interval`` (seconds) or ``cron`` (an expression, in ``cron_tz``) makes it a
     periodic task, run without arguments by the control plane's scheduler, once per tick.
     ``queue`` names the queue its submissions go to (subworkers take tasks only from the
@@ -261,8 +269,14 @@ def task(
     once, per value of the argument ``concurrency_key`` when given, over all subworkers.
     ``result_ttl`` (seconds, or a timedelta) is how long the control plane keeps its
     results (0: none is kept; ``wait`` then cannot read it), instead of its
-    ``--result-ttl``.
+    ``--result-ttl``. ``timeout`` is the deprecated older name of ``time_limit``.
     """
+    if timeout is not None:
+        warnings.warn(
+            "@task(timeout=...) is deprecated: use @task(time_limit=...), the same setting",
+            DeprecationWarning,
+            stacklevel=2,
+        )
 
     def register(f: Callable[P, R]) -> Task[P, R]:
         if max_retries < 0 or retry_backoff < 0 or retry_backoff_max < 0:
@@ -283,7 +297,7 @@ def task(
             retry_backoff=retry_backoff,
             retry_backoff_max=retry_backoff_max,
             retry_on=tuple(retry_on),
-            timeout=hard_limit,
+            time_limit=hard_limit,
             repeat_interval=repeat_interval,
             cron=cron,
             cron_tz=cron_tz,

@@ -17,7 +17,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
 
@@ -195,7 +195,7 @@ class SyncWorkflows:
     """The blocking client's workflow calls (mixed into ``SyncClient``), as the async
     client's."""
 
-    _settings: Any
+    timeout: float
 
     def _request(
         self,
@@ -226,7 +226,7 @@ class SyncWorkflows:
 
     def wait_workflow(self, workflow_id: str, timeout: float | None = None) -> WorkflowInfo:
         """As :meth:`Client.wait_workflow`."""
-        wait = self._settings.timeout if timeout is None else timeout
+        wait = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + wait
         while True:
             asked = time.monotonic()

@@ -26,7 +26,7 @@ only waits. A ``Workflow``'s steps are fed nothing unless ``add`` asks with ``fe
 own entry steps nothing.
 
 **Options.** A signature carries ``priority``, ``queue``, ``max_retries`` and
-``time_limit`` (the ``TaskSpec``'s ``timeout``), and ``immutable``. ``countdown`` and
+``time_limit`` (as the ``TaskSpec``'s), and ``immutable``. ``countdown`` and
 ``eta`` are refused: a step is queued when its parents succeed, so a time fixed when the
 workflow is submitted means nothing for it, and the contract has no delay relative to
 release. ``link=``/``link_error=`` are options of the whole workflow (``compile``), not of

@@ -216,6 +216,11 @@ class Client(AsyncWorkflows, AsyncOperations):
         unreachable = s.unreachable(address, announce)
         return RequestChannel(address, s.codec, s.auth, s.tls, unreachable=unreachable)
 
+    @property
+    def started(self) -> bool:
+        """Whether ``start`` has connected it (to a control plane, or a test backend)."""
+        return self._results is not None
+
     def stop(self) -> None:
         """Close every socket. Safe to call more than once, and without ``await``."""
         for channel in self._submit.values():
@@ -274,12 +279,7 @@ class Client(AsyncWorkflows, AsyncOperations):
         therefore not passed to the task.
         """
         options = delay_options(kwargs)
-        return await self.apply_async(
-            task,
-            args,
-            kwargs,
-            **options,
-        )
+        return await self.apply_async(task, args, kwargs, **options)
 
     async def apply_async(
         self,
@@ -307,7 +307,7 @@ class Client(AsyncWorkflows, AsyncOperations):
             task_id,
             eta=eta_of(countdown, eta),
             max_retries=max_retries,
-            timeout=time_limit,
+            time_limit=time_limit,
             idempotency_key=idempotency_key,
             queue=queue,
         )

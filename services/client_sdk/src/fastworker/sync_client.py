@@ -26,6 +26,7 @@ from fastworker import _local as local
 from fastworker._blocking import BlockingChannel, announcement, successor
 from fastworker._callbacks import Callback
 from fastworker._calls import (
+    DEFAULT_CONNECT_TIMEOUT,
     BatchItem,
     TaskPage,
     TaskRef,
@@ -51,8 +52,10 @@ from fastworker._task import Task
 from fastworker._workflows import SyncWorkflows
 from fastworker.client import RESULTS, Client
 from fastworker.errors import ControlPlaneUnavailable, FastWorkerError, Timeout, unsendable
+from fastworker.tls import TLS
 from fastworker.tracing import send_spans
 from fastworker_protocol import (
+    DEFAULT_MAX_MESSAGE_SIZE,
     Accepted,
     Announce,
     Cancel,
@@ -102,12 +105,31 @@ class SyncClient(SyncWorkflows, SyncOperations):
         discovery_address: str | None = None,
         timeout: float = 30.0,
         retries: int = 3,
-        **options: Any,
+        *,
+        address: str | None = None,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        auth_token: str | None = None,
+        tls: TLS | None = None,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     ) -> None:
+        """As :class:`Client`'s."""
         # The async client holds the settings (checked once, for both) and, once a
         # callback is asked for, watches tasks on the background thread.
-        self._client = Client(discovery_address, timeout, retries, **options)
-        self._settings = self._client._settings
+        self._client = Client(
+            discovery_address,
+            timeout,
+            retries,
+            address=address,
+            max_message_size=max_message_size,
+            auth_token=auth_token,
+            tls=tls,
+            connect_timeout=connect_timeout,
+        )
+        self._settings = settings = self._client._settings
+        self.discovery_address = settings.discovery_address
+        self.timeout = settings.timeout
+        self.retries = settings.retries
+        self.connect_timeout = settings.connect_timeout
         self._lock = threading.Lock()
         self._announce: Announce | None = None
         self._submit: dict[Priority, Channel] = {}
@@ -225,12 +247,7 @@ class SyncClient(SyncWorkflows, SyncOperations):
     def delay(self, task: TaskRef, /, *args: Any, **kwargs: Any) -> str:
         """As :meth:`Client.delay`: queue a task and return its id."""
         options = delay_options(kwargs)
-        return self.apply_async(
-            task,
-            args,
-            kwargs,
-            **options,
-        )
+        return self.apply_async(task, args, kwargs, **options)
 
     def apply_async(
         self,
@@ -255,7 +272,7 @@ class SyncClient(SyncWorkflows, SyncOperations):
             task_id,
             eta=eta_of(countdown, eta),
             max_retries=max_retries,
-            timeout=time_limit,
+            time_limit=time_limit,
             idempotency_key=idempotency_key,
             queue=queue,
         )
@@ -275,9 +292,15 @@ class SyncClient(SyncWorkflows, SyncOperations):
         """As :meth:`Client.delay_with_callback`; the callback runs on this client's
         background thread."""
         task_id = self.apply_async(task, args, kwargs, priority=priority)
+        self.watch(task_id, callback)
+        return task_id
+
+    def watch(self, task_id: str, callback: Callback | None = None) -> None:
+        """As :meth:`Client.watch`: ``callback`` gets the task's final result, on this
+        client's background thread (without one, the result goes to the ``events()`` of
+        :attr:`async_client`)."""
         client, loop = self._background()
         loop.call_soon_threadsafe(client.watch, task_id, callback)
-        return task_id
 
     def submit_task(
         self,
@@ -289,7 +312,7 @@ class SyncClient(SyncWorkflows, SyncOperations):
         queue: str | None = None,
     ) -> TaskResult:
         """As :meth:`Client.submit_task`: queue a task and wait for its final result."""
-        wait = self._settings.timeout if timeout is None else timeout
+        wait = self.timeout if timeout is None else timeout
         lane = priority_of(task_name, priority)
         started = time.monotonic()
         with send_spans([task_spec(task_name, args, kwargs, queue=queue)], lane) as (spec,):
@@ -322,7 +345,7 @@ class SyncClient(SyncWorkflows, SyncOperations):
 
     def wait_result(self, task_id: str, timeout: float | None = None) -> TaskResult:
         """Wait until the task is final and return its result (any status)."""
-        wait = self._settings.timeout if timeout is None else timeout
+        wait = self.timeout if timeout is None else timeout
         return final(task_id, self._get([task_id], wait)[0], wait)
 
     def wait_results(
@@ -330,7 +353,7 @@ class SyncClient(SyncWorkflows, SyncOperations):
     ) -> list[TaskResult]:
         """As :meth:`Client.wait_results`; one deadline for all (messages of 1,000 ids are
         waited for one after the other, each for what is left of it)."""
-        wait = self._settings.timeout if timeout is None else timeout
+        wait = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + wait
         results: list[TaskResult] = []
         for chunk in id_chunks(task_ids):

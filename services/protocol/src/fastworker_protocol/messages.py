@@ -23,6 +23,11 @@ from fastworker_protocol.states import TaskState, WorkerState
 
 PROTOCOL_VERSION = 1
 
+# A run limit is ``time_limit`` in code, but its key on the wire stays ``timeout``, its older
+# name: renaming a key is a version-2 change (PROTOCOL.md §12), and a task's counted size
+# includes its keys.
+_LIMIT_KEY = "timeout"
+
 
 class Record(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=False, gc=False):
     """A plain record nested in messages.
@@ -47,10 +52,11 @@ class Message(Record, tag_field="op", kw_only=True):
 class TaskSpec(Record):
     """A task as submitted. An empty ``id`` asks the control plane to assign one.
 
-    ``eta`` (Unix seconds) delays it; ``max_retries`` and ``timeout`` (seconds) override
-    the task's own settings. A task submitted with the ``idempotency_key`` of a known task
-    of the same name is that task (its id comes back; nothing new is queued). ``queue``
-    overrides the queue the task's registration names (``"default"`` when none does).
+    ``eta`` (Unix seconds) delays it; ``max_retries`` and ``time_limit`` (seconds an attempt
+    may run) override the task's own settings. A task submitted with the ``idempotency_key``
+    of a known task of the same name is that task (its id comes back; nothing new is
+    queued). ``queue`` overrides the queue the task's registration names (``"default"``
+    when none does).
     """
 
     name: str
@@ -60,7 +66,7 @@ class TaskSpec(Record):
     headers: dict[str, str] = {}
     eta: UnixTime | None = None
     max_retries: Count | None = None
-    timeout: PositiveSeconds | None = None
+    time_limit: PositiveSeconds | None = msgspec.field(default=None, name=_LIMIT_KEY)
     idempotency_key: str | None = None
     queue: QueueName | None = None
 
@@ -74,7 +80,7 @@ class Assignment(Record):
     kwargs: dict[str, Any] = {}
     headers: dict[str, str] = {}
     attempt: int = 1
-    timeout: float | None = None
+    time_limit: float | None = msgspec.field(default=None, name=_LIMIT_KEY)
     priority: Priority | None = None  # the queue it came from (for traces and logs)
     queue: str = DEFAULT_QUEUE  # the named queue it came from
     eta: float | None = None  # when it was due, if it was delayed (Unix seconds)
@@ -141,7 +147,7 @@ class TaskSignature(Record, omit_defaults=True):
     retry_backoff: Seconds = 1.0
     retry_backoff_max: Seconds = 600.0
     retry_on: list[str] = []
-    timeout: PositiveSeconds | None = None
+    time_limit: PositiveSeconds | None = msgspec.field(default=None, name=_LIMIT_KEY)
     repeat_interval: float | None = None
     cron: str | None = None
     cron_tz: str = "UTC"

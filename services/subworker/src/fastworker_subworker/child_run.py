@@ -92,7 +92,7 @@ class ChildRun:
             sent.append(carried)
         self._child.send(wire.Run(sent))
         self._started = time.time()
-        limit = self._chunk[0].timeout if len(self._chunk) == 1 else None
+        limit = self._chunk[0].time_limit if len(self._chunk) == 1 else None
         deadline = None if limit is None else time.monotonic() + limit
         reading = asyncio.ensure_future(self._child.receive())
         event = asyncio.ensure_future(self._events.get())

@@ -142,11 +142,11 @@ class TaskRunner:
                 entered = True
                 self._on_started([assignment.id])
                 timer = None
-                if assignment.timeout is not None:
+                if assignment.time_limit is not None:
                     me = asyncio.current_task()
                     assert me is not None
                     timer = loop.call_later(
-                        assignment.timeout,
+                        assignment.time_limit,
                         self._stop_async,
                         me,
                         assignment.id,
@@ -259,10 +259,10 @@ class TaskRunner:
         """The chunk's outcomes. A task with a timeout (always alone in its chunk) may be
         stopped, by the timeout or a cancel, and is then abandoned to its thread while its
         slot is given back; other tasks are simply awaited (the common, cheaper path)."""
-        if len(tickets) > 1 or tickets[0].assignment.timeout is None:
+        if len(tickets) > 1 or tickets[0].assignment.time_limit is None:
             return self._kept(await running, tickets)
         [ticket] = tickets
-        task_id, timeout = ticket.assignment.id, ticket.assignment.timeout
+        task_id, timeout = ticket.assignment.id, ticket.assignment.time_limit
         assert timeout is not None
         stop: asyncio.Future[FailureReason] = asyncio.get_running_loop().create_future()
         self._stops[task_id] = stop
@@ -293,13 +293,13 @@ class TaskRunner:
         """The head of ``queued``, plus the tasks behind it that are known to be quick
         (at most ``most`` tasks; the rest shared with the other ``lanes``)."""
         chunk = [queued.popleft()]
-        if chunk[0].timeout is not None:
+        if chunk[0].time_limit is not None:
             return chunk
         budget = CHUNK_WORK - self._durations.get(chunk[0].name, CHUNK_WORK)
         limit = min(MAX_CHUNK, most or MAX_CHUNK, 1 + len(queued) // lanes)
         while queued and len(chunk) < limit:
             expected = self._durations.get(queued[0].name)
-            if expected is None or expected > budget or queued[0].timeout is not None:
+            if expected is None or expected > budget or queued[0].time_limit is not None:
                 break
             chunk.append(queued.popleft())
             budget -= expected

@@ -15,7 +15,7 @@ def stopped(assignment: Assignment, reason: FailureReason, *, ran: bool = True) 
         error = TaskError(
             type="Timeout",
             reason=reason,
-            message=f"the task ran longer than its {assignment.timeout:g} s timeout",
+            message=f"the task ran longer than its {assignment.time_limit:g} s timeout",
         )
     else:
         when = "while it ran" if ran else "before it started"

@@ -241,7 +241,7 @@ class Eager:
     ) -> BaseException | None:
         """Run every attempt and keep the result; the last attempt's exception, if any."""
         max_retries = task.max_retries if spec.max_retries is None else spec.max_retries
-        limit = spec.timeout if spec.timeout is not None else task.timeout
+        limit = spec.time_limit if spec.time_limit is not None else task.time_limit
         queue = spec.queue or task.queue
         submitted = time.time()
         errors: list[TaskError] = []
@@ -255,7 +255,7 @@ class Eager:
                 kwargs=spec.kwargs,
                 headers=spec.headers,
                 attempt=number,
-                timeout=limit,
+                time_limit=limit,
                 priority=priority,
                 queue=queue,
                 eta=spec.eta,
@@ -306,7 +306,7 @@ class Eager:
     async def _attempt(
         self, task: Task[..., Any], assignment: Assignment, run_async: _AsyncRunner
     ) -> _Attempt:
-        limit = assignment.timeout
+        limit = assignment.time_limit
         token = enter(assignment)
         began = time.monotonic()
         try:

@@ -35,7 +35,9 @@ class Catalog:
         self.signatures.update({s.name: s for s in signatures})
         self._queues.update({s.name: s.queue for s in signatures})
         self._policies.update({s.name: RetryPolicy.of(s) for s in signatures})
-        self._timeouts.update({s.name: s.timeout for s in signatures if s.timeout is not None})
+        self._timeouts.update(
+            {s.name: s.time_limit for s in signatures if s.time_limit is not None}
+        )
         self._result_ttls.update(
             {s.name: s.result_ttl for s in signatures if s.result_ttl is not None}
         )

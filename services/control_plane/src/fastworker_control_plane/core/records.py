@@ -78,7 +78,7 @@ class TaskRecord(msgspec.Struct, gc=False, array_like=True, omit_defaults=True):
             size,
             eta=spec.eta,
             max_retries=spec.max_retries,
-            timeout=spec.timeout,
+            timeout=spec.time_limit,
             idempotency_key=spec.idempotency_key,
         )
 
@@ -119,7 +119,7 @@ class TaskRecord(msgspec.Struct, gc=False, array_like=True, omit_defaults=True):
             kwargs=self.kwargs,
             headers=self.headers,
             attempt=self.attempts,
-            timeout=self.timeout,
+            time_limit=self.timeout,
             priority=self.priority,
             queue=self.queue,
             eta=self.eta,

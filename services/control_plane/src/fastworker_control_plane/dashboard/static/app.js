@@ -1652,7 +1652,7 @@
   }
 
   function updateRegisteredRow(row, task) {
-    const [sigCell, retriesCell, backoffCell, retryOnCell, timeoutCell, periodicCell] = row.cells_;
+    const [sigCell, retriesCell, backoffCell, retryOnCell, limitCell, periodicCell] = row.cells_;
     const signature = JSON.stringify(task.params || []);
     if (row.signature_ !== signature) {
       row.signature_ = signature;
@@ -1664,7 +1664,7 @@
       ? `${fmtSeconds(task.retry_backoff)}, up to ${fmtSeconds(task.retry_backoff_max)}` : '–');
     const retryOn = Array.isArray(task.retry_on) ? task.retry_on : [];
     setText(retryOnCell, retries > 0 ? (retryOn.length ? retryOn.join(', ') : 'any exception') : '–');
-    setText(timeoutCell, isNum(task.timeout) ? fmtSeconds(task.timeout) : 'none');
+    setText(limitCell, isNum(task.timeout) ? fmtSeconds(task.timeout) : 'none');
     let periodic = '–';
     if (isNum(task.repeat_interval)) periodic = `every ${fmtSeconds(task.repeat_interval)}`;
     else if (task.cron) periodic = `cron ${task.cron}${task.cron_tz ? ` (${task.cron_tz})` : ''}`;
