@@ -137,7 +137,7 @@ def test_a_snapshot_is_staged_then_installed_with_the_log_name_cleared_around_th
         Persist(2, LOG),
     ]
     assert reply(done) == m.Ack(epoch=2, log_id=LOG, durable=size)
-    assert follower.phase is Phase.IN_SYNC  # type: ignore[comparison-overlap]  # mypy: as narrowed above
+    assert follower.phase is Phase.IN_SYNC  # type: ignore[comparison-overlap]  # narrowed above
     assert sender.answer(reply(done), log) == sender.Hold()
 
 
