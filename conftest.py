@@ -51,9 +51,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.hookimpl(optionalhook=True)  # xdist's hook: absent when it is not installed
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    from xdist.scheduler import LoadScopeScheduling
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
 
-    class ModuleScheduling(LoadScopeScheduling):
+    class ModuleScheduling(LoadScopeScheduling):  # type: ignore[misc]  # untyped base
         def _split_scope(self, nodeid: str) -> str:
             return _unit(nodeid)
 

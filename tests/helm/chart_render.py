@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import helm_python
-import kubernetes_validate
+import kubernetes_validate  # type: ignore[import-untyped]
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -407,6 +407,7 @@ class Rendering:
         return self.one("Deployment", component)
 
     def container(self, component: str) -> dict[str, Any]:
+        container: dict[str, Any]
         [container] = self.deployment(component)["spec"]["template"]["spec"]["containers"]
         return container
 
@@ -463,6 +464,6 @@ def nng_scheme(r: Rendering) -> str:
 
 
 def arg_value(container: dict[str, Any], flag: str) -> str:
-    values = [a.split("=", 1)[1] for a in container["args"] if a.startswith(f"{flag}=")]
+    values: list[str] = [a.split("=", 1)[1] for a in container["args"] if a.startswith(f"{flag}=")]
     assert len(values) == 1, f"{flag}= given {len(values)} times in {container['args']}"
     return values[0]

@@ -52,6 +52,7 @@ def pods_of(deployment: dict[str, Any]) -> dict[str, Any]:
 
 
 def container_of(deployment: dict[str, Any]) -> dict[str, Any]:
+    container: dict[str, Any]
     [container] = pods_of(deployment)["spec"]["containers"]
     return container
 

@@ -15,14 +15,14 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-import django
+import django  # type: ignore[import-untyped]
 
 django.setup()
 
-from blog.models import Post  # noqa: E402 (after django.setup())
-from blog.tasks import count_words  # noqa: E402
-from django.db import transaction  # noqa: E402
-from django.test import Client as Browser  # noqa: E402
+from blog.models import Post  # type: ignore[import-not-found]  # noqa: E402 (after django.setup())
+from blog.tasks import count_words  # type: ignore[import-not-found]  # noqa: E402
+from django.db import transaction  # type: ignore[import-untyped]  # noqa: E402
+from django.test import Client as Browser  # type: ignore[import-untyped]  # noqa: E402
 
 from fastworker import SyncClient, default_client  # noqa: E402
 
@@ -137,7 +137,7 @@ def fork_after_use() -> dict[str, Any]:
 
 def process_task() -> dict[str, Any]:
     """A process task (run in a subworker's child process) that uses the ORM."""
-    from blog.process_tasks import count_posts
+    from blog.process_tasks import count_posts  # type: ignore[import-not-found]
 
     Post.objects.create(title="Counted", body="in a child process")
     result = default_client().wait_result(count_posts.delay(), WAIT)

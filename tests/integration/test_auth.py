@@ -79,7 +79,8 @@ def raw_reply(address: str, payload: bytes) -> bytes:
         dial=address, recv_timeout=10_000, send_timeout=10_000, recv_max_size=0
     ) as sock:
         sock.send(payload)
-        return sock.recv()
+        reply: bytes = sock.recv()
+        return reply
 
 
 def test_without_the_token_every_reply_is_unauthorized_whatever_else_is_wrong(

@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from harness import Cluster, wait_until
@@ -20,7 +21,7 @@ async def submit(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[st
     return await fastworker(cluster, "submit", *args, "--discovery-address", cluster.discovery)
 
 
-def jsonl(path: Path, lines: list[object]) -> str:
+def jsonl(path: Path, lines: Sequence[object]) -> str:
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     return str(path)
 

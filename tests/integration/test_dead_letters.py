@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pynng
 from harness import Cluster, Proc, wait_until
@@ -43,7 +43,7 @@ async def ask(cluster: Cluster, message: Message, reply_type: type[M]) -> M:
     return reply
 
 
-async def listed(cluster: Cluster, **selection: object) -> FailedList:
+async def listed(cluster: Cluster, **selection: Any) -> FailedList:
     message = ListFailed(filter=FailedFilter(**selection), limit=10_000)
     return await ask(cluster, message, FailedList)
 

@@ -88,7 +88,7 @@ async def test_a_result_nested_past_the_protocols_limit_is_a_clear_failure(
 
 
 async def test_values_of_every_msgpack_type_round_trip(client: Client) -> None:
-    value = {
+    value: dict[str, object] = {
         "none": None,
         "t": True,
         "i": -(2**40),

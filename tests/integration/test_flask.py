@@ -91,12 +91,12 @@ def test_under_eager_a_view_runs_its_task_inline_and_records_it(
     assert placed.status_code == 202
     with app.app_context():
         [sent] = bookshop.fw.eager.submitted("send_receipt")
-    assert sent.task_id == placed.json["task_id"]
-    assert sent.args == [placed.json["order_id"], "ada@example.com", 20.0]
+    assert sent.task_id == placed.get_json()["task_id"]
+    assert sent.args == [placed.get_json()["order_id"], "ada@example.com", 20.0]
     assert sent.succeeded
     receipt = http.get(f"/orders/receipts/{sent.task_id}")
-    assert (receipt.status_code, receipt.json["status"]) == (200, "success")
-    assert receipt.json["result"].endswith(RECEIPT)
+    assert (receipt.status_code, receipt.get_json()["status"]) == (200, "success")
+    assert receipt.get_json()["result"].endswith(RECEIPT)
 
 
 def test_against_a_control_plane_and_a_subworker_the_views_results_arrive(
@@ -119,15 +119,21 @@ def test_against_a_control_plane_and_a_subworker_the_views_results_arrive(
 
     # Then each answers an id at once, and the results arrive from the subworker
     assert (placed.status_code, quoted.status_code) == (202, 202)
-    receipt = http.get(f"/orders/receipts/{placed.json['task_id']}", query_string=WAIT)
-    assert (receipt.status_code, receipt.json["status"]) == (200, "success")
-    assert receipt.json["result"] == f"receipt for order {placed.json['order_id']} {RECEIPT}"
-    quote = http.get(f"/tasks/{quoted.json['task_id']}/result", query_string=WAIT)
-    assert (quote.status_code, quote.json["result"]) == (200, 36.0)
-    assert quote.json["priority"] == "high"  # the task's own priority
+    receipt = http.get(f"/orders/receipts/{placed.get_json()['task_id']}", query_string=WAIT)
+    assert (receipt.status_code, receipt.get_json()["status"]) == (200, "success")
+    assert (
+        receipt.get_json()["result"]
+        == f"receipt for order {placed.get_json()['order_id']} {RECEIPT}"
+    )
+    quote = http.get(f"/tasks/{quoted.get_json()['task_id']}/result", query_string=WAIT)
+    assert (quote.status_code, quote.get_json()["result"]) == (200, 36.0)
+    assert quote.get_json()["priority"] == "high"  # the task's own priority
     with app.app_context():
         [subworker] = [w.worker_id for w in bookshop.fw.client.list_workers()]
-    ran_on = {http.get(f"/tasks/{t.json['task_id']}").json["worker_id"] for t in (placed, quoted)}
+    ran_on = {
+        http.get(f"/tasks/{t.get_json()['task_id']}").get_json()["worker_id"]
+        for t in (placed, quoted)
+    }
     assert ran_on == {subworker}
 
 
@@ -145,7 +151,7 @@ async def test_with_no_control_plane_the_app_starts_answers_503_then_succeeds_on
     down = await asyncio.to_thread(http.post, "/orders", json=ORDER)
     assert down.status_code == 503
     assert down.headers["Retry-After"] == "1"
-    assert cluster.discovery in down.json["detail"]
+    assert cluster.discovery in down.get_json()["detail"]
     assert time.monotonic() - asked < 5
 
     # When a control plane starts, Then the same view succeeds, and its task finishes
@@ -158,9 +164,9 @@ async def test_with_no_control_plane_the_app_starts_answers_503_then_succeeds_on
         return replies[-1].status_code == 202
 
     await wait_until(accepted, 30, "the view to accept an order")
-    task_id = replies[-1].json["task_id"]
+    task_id = replies[-1].get_json()["task_id"]
     receipt = await asyncio.to_thread(http.get, f"/orders/receipts/{task_id}", query_string=WAIT)
-    assert (receipt.status_code, receipt.json["status"]) == (200, "success")
+    assert (receipt.status_code, receipt.get_json()["status"]) == (200, "success")
 
 
 FORKS = """\

@@ -204,4 +204,6 @@ async def test_a_task_holding_the_gil_is_still_cancelled(
     assert await client.cancel_task(task_id) is True
     follow = await client.submit_task("pid_of", timeout=20)
     assert follow.status == TaskStatus.SUCCESS
-    assert (await client.get_task_result(task_id)).status == TaskStatus.CANCELLED
+    cancelled = await client.get_task_result(task_id)
+    assert cancelled is not None
+    assert cancelled.status == TaskStatus.CANCELLED

@@ -112,7 +112,8 @@ def test_a_raw_tcp_peer_gets_no_bytes_from_a_tls_port(cluster: Cluster, certs: C
         with pynng.Req0(recv_timeout=1500, send_timeout=1500) as sock:
             sock.dial(f"tcp://127.0.0.1:{cluster.base_port}", block=False)
             sock.send(b"\x81\xa2op\xa3get")
-            return sock.recv()
+            reply: bytes = sock.recv()
+            return reply
 
     with pytest.raises(pynng.Timeout):
         ask()

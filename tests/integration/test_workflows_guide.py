@@ -50,6 +50,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
 
 def printed() -> str:
     """The guide's ``text`` block: what pipeline.py prints."""
+    text: str
     [text] = re.findall(r"```text\n(.*?)```", guide(), flags=re.DOTALL)
     return text
 

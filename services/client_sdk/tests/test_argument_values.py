@@ -4,6 +4,7 @@ is sent: ``InvalidArguments`` naming the task, the argument's place and its type
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -63,7 +64,7 @@ async def test_each_refused_type_raises_invalid_arguments_at_submit_and_nothing_
     spied: tuple[Client, _Spy], value: object, named: str
 ) -> None:
     client, spy = spied
-    calls = [
+    calls: list[Callable[[], Awaitable[object]]] = [
         lambda: client.delay("add", 1, value),
         lambda: client.delay("add", 1, y={"deep": [value]}),
         lambda: client.apply_async("add", (value,)),

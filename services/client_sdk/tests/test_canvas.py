@@ -62,7 +62,7 @@ def test_set_returns_a_changed_copy_and_none_unsets_an_option() -> None:
     assert s.options() == {}
     assert changed.options() == {"priority": Priority.LOW, "max_retries": 2, "time_limit": 5}
     assert unset.options() == {"max_retries": 2, "time_limit": 5}
-    assert s.set(immutable=True) == add.si(1)
+    assert s.set(immutable=True) == add.si(1)  # type: ignore[call-arg]
 
 
 @pytest.mark.parametrize("option", ["countdown", "eta", "link", "link_error", "task_id"])

@@ -312,7 +312,7 @@ def test_tasks_by_name_are_left_to_the_control_plane_to_check() -> None:
 
 def test_values_that_would_not_come_back_as_themselves_are_refused() -> None:
     with pytest.raises(InvalidArguments, match="invalid_arguments: tsum"):
-        tsum.si({1, 2}).compile()
+        tsum.si({1, 2}).compile()  # type: ignore[arg-type]
 
 
 def test_a_workflow_refuses_handles_it_did_not_make() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.core.exceptions import ImproperlyConfigured
+from django.core.exceptions import ImproperlyConfigured  # type: ignore[import-untyped]
 
 from fastworker import TLS
 from fastworker.integration.django.conf import KEYS, FastWorkerSettings, read_settings

@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import django
+import django  # type: ignore[import-untyped]
 import pytest
-from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
-from django.db import connections, transaction
+from django.conf import settings  # type: ignore[import-untyped]
+from django.core.exceptions import ImproperlyConfigured  # type: ignore[import-untyped]
+from django.db import connections, transaction  # type: ignore[import-untyped]
 
 from fastworker import Priority, TaskRegistry, task
 from fastworker.integration.django import _process as process

@@ -102,7 +102,7 @@ def test_arguments_and_results_go_through_msgpack_as_in_production() -> None:
 def test_arguments_are_checked_against_the_signature_and_names_must_be_registered() -> None:
     with eager(registry) as runner, SyncClient() as client:
         with pytest.raises(InvalidArguments, match="missing a required argument: 'y'"):
-            client.delay(add, 1)
+            client.delay(add, 1)  # type: ignore[call-overload]
         with pytest.raises(UnknownTask, match="no task named 'nope'"):
             client.delay("nope")
     assert runner.submissions == []

@@ -14,7 +14,7 @@ async def test_thousands_of_unread_results_hold_only_the_newest_and_count_the_re
         return [TaskResult(task_id=t, name="n", status=TaskState.SUCCESS) for t in task_ids]
 
     watcher = CompletionWatcher(all_done)
-    called: list[str] = []
+    called: list[TaskResult] = []
     ids = [f"t{i}" for i in range(5000)]
     # When it watches 5,000 tasks (some with a callback)
     for task_id in ids:

@@ -270,7 +270,7 @@ def test_eager_runs_a_views_task_inline_and_records_it(
     assert reply.status_code == 200
     assert fw.eager is not None
     [ran] = fw.eager.submitted(flask_unit_add)
-    assert ran.task_id == reply.json["task_id"]
+    assert ran.task_id == reply.get_json()["task_id"]
     assert (ran.args, ran.result.result) == ([2, 3], 5)
     assert fw.status(ran.task_id) == ran.result
     assert fw.result(ran.task_id, timeout=1).result == 5
@@ -333,11 +333,11 @@ def test_the_blueprint_submits_reads_and_cancels(eager_app: tuple[Flask, FastWor
 
     submitted = http.post("/jobs/flask_unit_add", json={"args": [20, 22]})
     assert submitted.status_code == 202
-    task_id = submitted.json["task_id"]
+    task_id = submitted.get_json()["task_id"]
 
-    assert http.get(f"/jobs/{task_id}").json["status"] == "success"
+    assert http.get(f"/jobs/{task_id}").get_json()["status"] == "success"
     result = http.get(f"/jobs/{task_id}/result", query_string={"wait": 5})
-    assert (result.status_code, result.json["result"]) == (200, 42)
+    assert (result.status_code, result.get_json()["result"]) == (200, 42)
     assert http.delete(f"/jobs/{task_id}").json == {"task_id": task_id, "cancelled": False}
     assert http.post("/jobs/flask_unit_add").status_code == 422  # no arguments
 

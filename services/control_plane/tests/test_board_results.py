@@ -8,7 +8,8 @@ from typing import Any
 import msgspec
 
 from fastworker_control_plane.core.board import BoardConfig, TaskBoard
-from fastworker_control_plane.durability.entries import Done, Recovered, snapshot
+from fastworker_control_plane.durability.entries import Recovered, snapshot
+from fastworker_control_plane.durability.schema import Done
 from fastworker_protocol import Outcome, Param, Priority, TaskSignature, TaskSpec, TaskState
 
 NOW = 1000.0

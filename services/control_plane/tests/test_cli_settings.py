@@ -3,6 +3,7 @@ with (the replication and workflow flags of issues 20 and 21)."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ def settings_of(monkeypatch: pytest.MonkeyPatch, *argv: str) -> ControlPlaneConf
         raise Captured(config)
 
     monkeypatch.setattr(cli, "replicated_or_alone", capture)
-    args = cli.configure_parser(cli.argparse.ArgumentParser()).parse_args(list(argv))
+    args = cli.configure_parser(argparse.ArgumentParser()).parse_args(list(argv))
     with pytest.raises(Captured) as captured:
         cli.run(args)
     return captured.value.config

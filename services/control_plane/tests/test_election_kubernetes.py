@@ -96,7 +96,7 @@ async def test_a_conflicting_write_is_followed_by_a_fresh_read() -> None:
     # Given b decided on a stale read: a renewed between b's read and b's write
     original_get = api.get
 
-    async def get_then_a_renews() -> object:
+    async def get_then_a_renews() -> LeaseRecord | None:
         read = await original_get()
         api.get = original_get  # type: ignore[method-assign]
         clock.now += 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,7 @@ from fastworker_control_plane.durability import frames
 GOLDEN = Path(__file__).parent / "data" / "journal" / "format-2.journal"
 
 
-def dumped(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[dict], str]:
+def dumped(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[dict[str, Any]], str]:
     code = main(["journal", "dump", str(path)])
     out, err = capsys.readouterr()
     return code, [json.loads(line) for line in out.splitlines()], err

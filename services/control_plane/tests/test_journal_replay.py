@@ -9,7 +9,15 @@ from typing import Any
 from fastworker_control_plane.core.board import BoardConfig, TaskBoard
 from fastworker_control_plane.durability.entries import Recorder, Recovered, snapshot
 from fastworker_control_plane.durability.schema import Entry
-from fastworker_protocol import Outcome, Param, TaskError, TaskSignature, TaskSpec, TaskState
+from fastworker_protocol import (
+    Outcome,
+    Param,
+    Priority,
+    TaskError,
+    TaskSignature,
+    TaskSpec,
+    TaskState,
+)
 
 NOW = 1000.0
 ADD = TaskSignature(
@@ -52,8 +60,8 @@ def test_every_task_comes_back_in_its_state() -> None:
     # Given tasks finished, held by a worker, running there, queued, and delayed
     j = Journaled()
     names = ["finished", "held", "running", "waiting"]
-    j.board.submit([spec(name) for name in names], "normal", NOW)
-    j.board.submit([spec("later", eta=NOW + 600)], "high", NOW)
+    j.board.submit([spec(name) for name in names], Priority.NORMAL, NOW)
+    j.board.submit([spec("later", eta=NOW + 600)], Priority.HIGH, NOW)
     j.board.register("w", "w", 3, [ADD], NOW)
     assert len(j.board.dispatch(["w"])["w"]) == 3  # all but "waiting"
     j.board.report("w", ["running"], [Outcome(task_id="finished", ok=True, result=3)], NOW)
@@ -85,7 +93,7 @@ def test_every_task_comes_back_in_its_state() -> None:
 
 def test_a_delayed_task_is_released_on_time_after_the_replay() -> None:
     j = Journaled()
-    j.board.submit([spec("later", eta=NOW + 60)], "normal", NOW)
+    j.board.submit([spec("later", eta=NOW + 60)], Priority.NORMAL, NOW)
     j.record()
     board, _ = j.replayed(NOW + 1)
     assert board.release_due(NOW + 59) == 0
@@ -94,7 +102,7 @@ def test_a_delayed_task_is_released_on_time_after_the_replay() -> None:
 
 def test_a_retrying_task_is_queued_again_with_its_retries_counted() -> None:
     j = Journaled()
-    j.board.submit([spec("flaky", max_retries=3)], "normal", NOW)
+    j.board.submit([spec("flaky", max_retries=3)], Priority.NORMAL, NOW)
     j.board.register("w", "w", 1, [ADD], NOW)
     j.board.dispatch(["w"])
     failure = Outcome(task_id="flaky", ok=False, error=TaskError(type="ValueError", message="x"))
@@ -108,7 +116,7 @@ def test_a_retrying_task_is_queued_again_with_its_retries_counted() -> None:
 
 def test_a_task_held_too_often_fails_instead_of_running_forever() -> None:
     j = Journaled(max_redeliveries=0)
-    j.board.submit([spec("held")], "normal", NOW)
+    j.board.submit([spec("held")], Priority.NORMAL, NOW)
     j.board.register("w", "w", 1, [ADD], NOW)
     j.board.dispatch(["w"])
     j.board.report("w", ["held"], [], NOW)
@@ -123,7 +131,7 @@ def test_a_task_held_too_often_fails_instead_of_running_forever() -> None:
 
 def test_results_past_their_ttl_are_not_restored() -> None:
     j = Journaled(result_ttl=10)
-    j.board.submit([spec("old")], "normal", NOW)
+    j.board.submit([spec("old")], Priority.NORMAL, NOW)
     j.board.cancel("old", NOW)
     j.record()
     board, _ = j.replayed(NOW + 9, result_ttl=10)
@@ -134,10 +142,10 @@ def test_results_past_their_ttl_are_not_restored() -> None:
 
 def test_an_idempotency_key_still_names_its_task_after_the_replay() -> None:
     j = Journaled()
-    [first] = j.board.submit([spec("", idempotency_key="order-7")], "normal", NOW)
+    [first] = j.board.submit([spec("", idempotency_key="order-7")], Priority.NORMAL, NOW)
     j.record()
     board, _ = j.replayed(NOW + 1)
-    assert board.submit([spec("", idempotency_key="order-7")], "normal", NOW + 1) == [first]
+    assert board.submit([spec("", idempotency_key="order-7")], Priority.NORMAL, NOW + 1) == [first]
     assert len(board) == 1
 
 
@@ -168,7 +176,7 @@ def test_a_changed_schedule_starts_afresh() -> None:
 
 def test_a_snapshot_replays_to_the_same_tasks() -> None:
     j = Journaled()
-    j.board.submit([spec("a"), spec("b"), spec("c", eta=NOW + 60)], "normal", NOW)
+    j.board.submit([spec("a"), spec("b"), spec("c", eta=NOW + 60)], Priority.NORMAL, NOW)
     j.board.register("w", "w", 1, [ADD], NOW)
     j.board.dispatch(["w"])
     j.board.report("w", [], [Outcome(task_id="a", ok=True, result=3)], NOW)
@@ -187,7 +195,7 @@ def test_queue_order_survives_a_restart_redelivered_and_held_tasks_included() ->
     # "a" held by a worker again when the control plane stops
     j = Journaled()
     j.board.register("w", "w", 2, [ADD], NOW)
-    j.board.submit([spec(task_id) for task_id in ("a", "b", "q0", "q1")], "normal", NOW)
+    j.board.submit([spec(task_id) for task_id in ("a", "b", "q0", "q1")], Priority.NORMAL, NOW)
     assert [t.id for t in j.board.dispatch(["w"])["w"]] == ["a", "b"]
     j.board.remove_worker("w", NOW + 1)
     j.board.register("w2", "w2", 1, [ADD], NOW + 1)
@@ -210,7 +218,7 @@ def test_a_task_finished_and_evicted_before_it_is_journaled_is_still_written_fin
     # Given a result cache of one, and three journaled tasks that all finish before their
     # transitions are recorded again
     j = Journaled(result_max_size=1)
-    j.board.submit([spec("a"), spec("b"), spec("c")], "normal", NOW)
+    j.board.submit([spec("a"), spec("b"), spec("c")], Priority.NORMAL, NOW)
     j.record()
     j.board.register("w", "w", 3, [ADD], NOW)
     j.board.dispatch(["w"])

@@ -3,6 +3,8 @@ sockets: fencing by epoch, gaps, checksums, snapshots staged then installed."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from fastworker_control_plane.durability import frames
 from fastworker_control_plane.replication import messages as m
 from fastworker_control_plane.replication import sender
@@ -32,7 +34,7 @@ def append(offset: int, data: bytes, *, epoch: int = 3, log: bytes = LOG) -> m.A
     return m.Append(epoch=epoch, log_id=log, offset=offset, data=data, size=offset + len(data))
 
 
-def reply(instructions: list[object]) -> m.Ack | m.Refused:
+def reply(instructions: Sequence[object]) -> m.Ack | m.Refused:
     last = instructions[-1]
     assert isinstance(last, Reply)
     return last.message
@@ -135,7 +137,7 @@ def test_a_snapshot_is_staged_then_installed_with_the_log_name_cleared_around_th
         Persist(2, LOG),
     ]
     assert reply(done) == m.Ack(epoch=2, log_id=LOG, durable=size)
-    assert follower.phase is Phase.IN_SYNC
+    assert follower.phase is Phase.IN_SYNC  # type: ignore[comparison-overlap]  # narrowed above
     assert sender.answer(reply(done), log) == sender.Hold()
 
 
@@ -168,7 +170,7 @@ def test_a_follower_past_the_end_of_the_leaders_log_gets_a_snapshot() -> None:
 
 
 def test_messages_round_trip_through_the_codec_tagged_by_op() -> None:
-    sent = [
+    sent: list[m.AnyMessage] = [
         m.Hello(epoch=1, log_id=LOG, size=9),
         append(START, b"", epoch=1),
         m.Snapshot(epoch=1, log_id=LOG, offset=0, data=b"x", size=1),

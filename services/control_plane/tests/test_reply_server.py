@@ -116,7 +116,7 @@ async def test_requests_whose_peer_hung_up_are_cancelled_and_serving_goes_on(
     for n in range(1, 201):
         with pynng.Req0(dial=served.address, async_backend="asyncio") as req:
             await req.asend(served.codec.encode(Get(task_ids=["t"], wait=3600)))
-            await until(lambda n=n: served.entered == n, "the request to be handled")
+            await until(lambda n=n: served.entered == n, "the request to be handled")  # type: ignore[misc]
     # Then every handler is cancelled, and nothing is held for them
     await until(lambda: served.cancelled == 200, "200 handlers cancelled")
     assert served.server.connections.handlers == 0
@@ -201,7 +201,7 @@ async def test_a_receiver_that_dies_of_an_error_is_reported_as_a_fault(served: S
     async def broken(*_: object) -> None:
         raise RuntimeError("a bug in sending")
 
-    served.server._send = broken  # type: ignore[method-assign]  # the bug, injected
+    served.server._send = broken  # type: ignore[method-assign,assignment]  # the bug, injected
     # When a request comes in, Then the receiver's death is reported (never lost silently)
     with pynng.Req0(dial=served.address, async_backend="asyncio") as req:
         await req.asend(served.codec.encode(Get(task_ids=["t"])))

@@ -160,7 +160,7 @@ def test_time_on_a_thread_is_real_so_a_running_task_is_not_timed_out_by_a_skip(
 
 def test_the_real_core_checks_names_and_arguments(client: SyncClient) -> None:
     with pytest.raises(InvalidArguments):
-        client.delay(add, 1)
+        client.delay(add, 1)  # type: ignore[call-overload]
     with pytest.raises(UnknownTask):
         client.delay("no_such_task")
 

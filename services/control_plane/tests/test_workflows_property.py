@@ -127,7 +127,7 @@ def test_random_workflows_release_each_step_once_after_its_parents(
 
     info = run.book.info("w")
     assert info is not None
-    states = [s.state for s in info.steps]
+    states: list[str] = [s.state for s in info.steps]  # StepState and TaskState compare equal
     assert all(count == 1 for count in run.released.values())
     assert all(s != StepState.WAITING for s in states)
     for index, state in enumerate(states):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from itertools import product
 
 import pytest
@@ -182,5 +183,5 @@ def test_the_transition_tables_cannot_be_changed_at_run_time() -> None:
 
 
 @pytest.mark.parametrize("enum", [TaskState, TaskEvent, WorkerState, WorkerEvent])
-def test_states_and_events_equal_their_lowercase_names_on_the_wire(enum: type) -> None:
+def test_states_and_events_equal_their_lowercase_names_on_the_wire(enum: type[StrEnum]) -> None:
     assert all(member == member.name.lower() for member in enum)

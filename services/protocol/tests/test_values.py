@@ -38,7 +38,8 @@ def _same(sent: object, back: object) -> bool:
     if isinstance(sent, float):
         return (math.isnan(sent) and math.isnan(back)) or sent == back  # type: ignore[arg-type]
     if isinstance(sent, list):
-        return len(sent) == len(back) and all(map(_same, sent, back))  # type: ignore[arg-type]
+        assert isinstance(back, list)
+        return len(sent) == len(back) and all(map(_same, sent, back))
     if isinstance(sent, dict):
         assert isinstance(back, dict)
         return sent.keys() == back.keys() and all(_same(v, back[k]) for k, v in sent.items())

@@ -30,8 +30,13 @@ class Harness:
         self.held_after: list[int] = []  # the runner's `held` as each outcome is reported
         self.entered, self.left, self.cancelled = set[str](), set[str](), list[str]()
         self._changed = asyncio.Event()
-        probes = {"echo": lambda value=None: value, "sleep": asyncio.sleep}  # sleep(0, x) is x
-        for name, fn in {**probes, "hold": self.hold, "ahold": self.ahold}.items():
+        tasks: dict[str, Callable[..., Any]] = {
+            "echo": lambda value=None: value,
+            "sleep": asyncio.sleep,  # sleep(0, x) is x
+            "hold": self.hold,
+            "ahold": self.ahold,
+        }
+        for name, fn in tasks.items():
             self.registry.add(Task(fn=fn, name=name))
 
     def runner(self, concurrency: int = 2) -> TaskRunner:
@@ -129,7 +134,7 @@ def assign(task_id: str, name: str, *args: Any) -> Assignment:
 
 async def test_every_task_starts_then_finishes_once_and_held_drops_to_zero(h: Harness) -> None:
     runner = h.runner(concurrency=4)
-    batch = [assign(f"t{i}", *[("echo", i), ("sleep", 0, i)][i % 2]) for i in range(200)]
+    batch = [assign(f"t{i}", *(("echo", i), ("sleep", 0, i))[i % 2]) for i in range(200)]
     runner.submit(batch)
     assert runner.held == 200
     await h.outcomes(200)
@@ -170,7 +175,7 @@ async def test_queued_trivial_sync_tasks_share_thread_hops_in_chunks(h: Harness)
     runner, hops = h.runner(), list[object]()
     pool = runner._threads._pool
     submit = pool.submit
-    pool.submit = lambda *a: hops.append(a) or submit(*a)  # type: ignore[method-assign]
+    pool.submit = lambda *a: hops.append(a) or submit(*a)  # type: ignore[method-assign,func-returns-value]
     runner.submit([assign("warm-up", "echo")])
     await h.outcomes(1)
     assert runner.mean_duration is not None

@@ -30,7 +30,7 @@ class Probe:
         self.registry.add(Task(fn=self.wait, name="wait"))
         self.registry.add(Task(fn=self.park, name="park"))
         self.registry.add(Task(fn=time.sleep, name="doze"))
-        self.registry.add(Task(fn=lambda x: x, name="echo"))
+        self.registry.add(Task(fn=lambda x: x, name="echo"))  # type: ignore[misc]
         # One slot, so the pool has 1 * 2 + 2 = 4 threads.
         self.runner = TaskRunner(Executor(self.registry), 1, self.announced.extend, self.finished)
 
