@@ -198,13 +198,13 @@ class Eager:
                 if message.atomic:
                     return self._encode(Error(code=refused.code, message=str(refused)))
                 rejections.append(Rejection(index=index, code=refused.code, message=str(refused)))
-        ids: list[str] = []
+        ids = [""] * len(message.tasks)  # as a control plane: "" for a task it refused
         raised: list[BaseException] = []
-        for _, spec, task in checked:
+        for index, spec, task in checked:
             key = None if spec.idempotency_key is None else (spec.name, spec.idempotency_key)
             task_id = self._keys.get(key, "") if key else ""
             task_id = task_id or spec.id or uuid.uuid4().hex
-            ids.append(task_id)
+            ids[index] = task_id
             if key is not None:
                 self._keys[key] = task_id  # the same key is the same task, as in production
             if task_id not in self._results:  # a task id is accepted once, as in production
