@@ -6,6 +6,8 @@ default registry of a test session."""
 from __future__ import annotations
 
 import asyncio
+import itertools
+import time
 
 from fastworker import TaskRegistry, current_task, task
 
@@ -62,5 +64,43 @@ async def slow() -> str:
     return "too late"
 
 
-for _scenario_task in (add, echo, total, explode, picky, third_time, unsendable, slow):
+@task(name="scenario_nap")
+async def nap(seconds: float) -> float:
+    await asyncio.sleep(seconds)
+    return seconds
+
+
+@task(name="scenario_block", time_limit=0.2)
+def block(seconds: float) -> float:
+    """Blocks its thread past its time limit (a thread cannot be stopped)."""
+    time.sleep(seconds)
+    return seconds
+
+
+ORDERED = "scenario_ordered"  # a queue of its own: pausing it stops nothing else
+
+
+_runs = itertools.count()  # in the process that runs the tasks
+
+
+@task(name="scenario_ordered", queue=ORDERED)
+def ordered(tag: str) -> list[object]:
+    """``[tag, n]``: this was the n-th run of it in its process (the order tasks ran in)."""
+    return [tag, next(_runs)]
+
+
+SCENARIO_TASKS = (
+    add,
+    echo,
+    total,
+    explode,
+    picky,
+    third_time,
+    unsendable,
+    slow,
+    nap,
+    block,
+    ordered,
+)
+for _scenario_task in SCENARIO_TASKS:
     REGISTRY.add(_scenario_task)

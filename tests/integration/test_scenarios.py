@@ -100,6 +100,45 @@ async def cancel_delayed(client: Client) -> Seen:
     return Seen(**{**vars(await final(client, task_id)), "result": changed})
 
 
+async def recorded_priority(client: Client) -> Seen:
+    task_id = await client.apply_async(t.add, (1, 2), priority="high")
+    result = await client.wait_result(task_id, timeout=30)
+    return Seen(status=result.status, result=result.priority, attempts=result.attempts)
+
+
+async def priority_order(client: Client) -> Seen:
+    """Tasks of every priority queued on a paused queue run highest first once resumed
+    (one slot runs them, one at a time)."""
+    order = ["low", "normal", "high", "critical"]
+    await client.pause_queue(t.ORDERED)
+    try:
+        ids = [await client.apply_async(t.ordered, (p,), priority=p) for p in order]
+    finally:
+        await client.resume_queue(t.ORDERED)
+    results = await client.wait_results(ids, timeout=30)
+    runs = sorted((r.result for r in results), key=lambda run: run[1])  # [tag, n-th run]
+    return Seen(status="success", result=[tag for tag, _ in runs])
+
+
+async def cancel_unknown(client: Client) -> Seen:
+    try:
+        changed = await client.cancel_task("scenario-no-such-task")
+    except FastWorkerError as exc:
+        return Seen(raised=type(exc).__name__)
+    return Seen(result=changed)
+
+
+async def dead_letter(client: Client) -> Seen:
+    task_id = await client.apply_async(t.explode, ("kept",), max_retries=0)
+    await client.wait_result(task_id, timeout=30)
+    try:
+        kept = await client.get_failed(task_id)
+    except FastWorkerError as exc:
+        return Seen(raised=type(exc).__name__)
+    error = kept.error
+    return Seen(status=kept.status, result=kept.args, error=error and error.type)
+
+
 def workflow(build: Callable[[], Any]) -> Run:
     """Submit a canvas as a workflow: its final state and every step's result."""
 
@@ -117,6 +156,8 @@ def workflow(build: Callable[[], Any]) -> Run:
 
 NO_WORKFLOWS = "eager mode refuses workflows (documented: no workflow engine)"
 NO_CLOCK = "eager mode runs a delayed task at once (documented: no clock)"
+NO_QUEUES = "eager mode has no queue: no order, no pause (documented)"
+NO_DEAD_LETTERS = "eager mode keeps no dead letters (get_failed is refused)"
 SCENARIOS = [
     Scenario(
         "a task that returns succeeds at its first attempt",
@@ -137,6 +178,11 @@ SCENARIOS = [
         "max_retries=0 at submission fails at the first error",
         submitting(lambda c: c.apply_async(t.explode, ("boom",), max_retries=0)),
         Seen(status="failure", error="RuntimeError", reason="exception", attempts=1),
+    ),
+    Scenario(
+        "a negative max_retries at submission is refused",
+        submitting(lambda c: c.apply_async(t.explode, ("boom",), max_retries=-1)),
+        Seen(raised="RequestRejected"),
     ),
     Scenario(
         "a task that fails twice and then returns succeeds at its third attempt",
@@ -164,6 +210,16 @@ SCENARIOS = [
         Seen(status="failure", error="Timeout", reason="timeout", attempts=1),
     ),
     Scenario(
+        "a time limit given at submission stops the task",
+        submitting(lambda c: c.apply_async(t.nap, (30,), time_limit=0.2)),
+        Seen(status="failure", error="Timeout", reason="timeout", attempts=1),
+    ),
+    Scenario(
+        "a plain function past its time limit fails with reason timeout",
+        submitting(lambda c: c.delay(t.block, 0.6)),
+        Seen(status="failure", error="Timeout", reason="timeout", attempts=1),
+    ),
+    Scenario(
         "a task name nobody registered is refused",
         submitting(lambda c: c.delay("scenario_nobody", 1)),
         Seen(raised="UnknownTask"),
@@ -177,6 +233,28 @@ SCENARIOS = [
         "the same idempotency key is the same task, run once",
         idempotent,
         Seen(status="success", result=3, attempts=1),
+    ),
+    Scenario(
+        "the priority a task was submitted at is on its result",
+        recorded_priority,
+        Seen(status="success", result="high", attempts=1),
+    ),
+    Scenario(
+        "tasks waiting in a queue run highest priority first",
+        priority_order,
+        Seen(status="success", result=["critical", "high", "normal", "low"]),
+        not_eager=NO_QUEUES,
+    ),
+    Scenario(
+        "a task that failed for good is kept as a dead letter with its arguments",
+        dead_letter,
+        Seen(status="failure", result=["kept"], error="RuntimeError"),
+        not_eager=NO_DEAD_LETTERS,
+    ),
+    Scenario(
+        "cancelling a task nobody submitted is refused",
+        cancel_unknown,
+        Seen(raised="TaskNotFound"),
     ),
     Scenario(
         "cancelling a finished task changes nothing",
@@ -212,11 +290,12 @@ SCENARIOS = [
 
 @pytest.fixture(scope="module")
 def processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Processes]:
-    """A real control plane (running no task itself) and one subworker, for the module."""
+    """A real control plane (running no task itself) and one subworker of one slot (so
+    waiting tasks run one at a time), for the module."""
     procs = Processes(tmp_path_factory.mktemp("scenarios"))
     try:
         procs.control_plane("--task-modules", "it_scenarios", local_concurrency=0)
-        procs.subworker("--task-modules", "it_scenarios")
+        procs.subworker("--task-modules", "it_scenarios", concurrency=1)
         yield procs
     finally:
         procs.stop()
@@ -232,7 +311,11 @@ async def client(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
             await procs.workers(live, 1, timeout=30)
             yield live
         return
-    double = eager(t.REGISTRY, propagate=False) if engine == "eager" else Cluster(t.REGISTRY)
+    double = (
+        eager(t.REGISTRY, propagate=False)
+        if engine == "eager"
+        else Cluster(t.REGISTRY, concurrency=1)
+    )
     with double:
         async with Client() as local:
             yield local

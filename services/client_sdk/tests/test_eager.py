@@ -12,6 +12,7 @@ import fastworker
 from fastworker import (
     Client,
     InvalidArguments,
+    RequestRejected,
     SyncClient,
     TaskFailed,
     TaskRegistry,
@@ -105,6 +106,16 @@ def test_arguments_are_checked_against_the_signature_and_names_must_be_registere
             client.delay(add, 1)
         with pytest.raises(UnknownTask, match="no task named 'nope'"):
             client.delay("nope")
+    assert runner.submissions == []
+
+
+def test_a_request_that_does_not_decode_is_refused_as_by_a_control_plane() -> None:
+    with (
+        eager(registry) as runner,
+        SyncClient() as client,
+        pytest.raises(RequestRejected, match="max_retries"),
+    ):
+        client.apply_async(add, (1, 2), max_retries=-1)
     assert runner.submissions == []
 
 

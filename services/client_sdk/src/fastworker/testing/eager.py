@@ -179,10 +179,12 @@ class Eager:
         return self._encode(self._reply(message))
 
     def _decode(self, data: bytes) -> Message:
+        """The request, or the error a control plane answers to one it cannot read (a
+        client sends what its arguments say: a negative ``max_retries`` does not decode)."""
         try:
             return self._codec.decode(data)
-        except DecodeError as exc:  # pragma: no cover - clients encode what decodes
-            raise AssertionError(f"eager mode got a request it cannot read: {exc}") from exc
+        except DecodeError as exc:
+            return Error(code=exc.code, message=str(exc))
 
     def _encode(self, reply: Message) -> bytes:
         return self._codec.encode(reply)
@@ -340,6 +342,8 @@ class Eager:
 
     def _reply(self, message: Message) -> Message:
         """Every request but ``submit``, answered from what ran."""
+        if isinstance(message, Error):
+            return message  # the request did not decode
         with self._lock:
             results = dict(self._results)
         if isinstance(message, Get):
