@@ -38,6 +38,7 @@ class Seen:
     error: str | None = None  # the failure's exception type
     reason: str | None = None  # why the last attempt failed
     attempts: int | None = None
+    attempt_errors: int | None = None  # the errors the result lists, one per attempt
     raised: str | None = None  # the exception class the client call raised
 
 
@@ -60,6 +61,7 @@ def seen(result: TaskResult) -> Seen:
         error=None if error is None else error.type,
         reason=None if error is None else error.reason,
         attempts=result.attempts,
+        attempt_errors=len(result.attempt_errors),
     )
 
 
@@ -120,6 +122,12 @@ async def priority_order(client: Client) -> Seen:
     return Seen(status="success", result=[tag for tag, _ in runs])
 
 
+async def retried_message(client: Client) -> Seen:
+    task_id = await client.delay(t.explode, "boom")
+    error = (await client.wait_result(task_id, timeout=30)).error
+    return Seen(result=None if error is None else error.message)
+
+
 async def cancel_unknown(client: Client) -> Seen:
     try:
         changed = await client.cancel_task("scenario-no-such-task")
@@ -162,22 +170,34 @@ SCENARIOS = [
     Scenario(
         "a task that returns succeeds at its first attempt",
         submitting(lambda c: c.delay(t.add, 2, 3)),
-        Seen(status="success", result=5, attempts=1),
+        Seen(status="success", result=5, attempts=1, attempt_errors=0),
     ),
     Scenario(
         "a value comes back as msgpack gives it (a tuple is a list)",
         submitting(lambda c: c.delay(t.echo, (1, "two", None))),
-        Seen(status="success", result=[1, "two", None], attempts=1),
+        Seen(status="success", result=[1, "two", None], attempts=1, attempt_errors=0),
     ),
     Scenario(
         "a task that always raises is retried max_retries times, then fails",
         submitting(lambda c: c.delay(t.explode, "boom")),
-        Seen(status="failure", error="RuntimeError", reason="exception", attempts=3),
+        Seen(
+            status="failure", error="RuntimeError", reason="exception", attempts=3, attempt_errors=3
+        ),
+    ),
+    Scenario(
+        "after retries, the error lists every attempt's",
+        retried_message,
+        Seen(
+            result="boom (after 3 attempts: attempt 1: RuntimeError: boom; "
+            "attempt 2: RuntimeError: boom; attempt 3: RuntimeError: boom)"
+        ),
     ),
     Scenario(
         "max_retries=0 at submission fails at the first error",
         submitting(lambda c: c.apply_async(t.explode, ("boom",), max_retries=0)),
-        Seen(status="failure", error="RuntimeError", reason="exception", attempts=1),
+        Seen(
+            status="failure", error="RuntimeError", reason="exception", attempts=1, attempt_errors=0
+        ),
     ),
     Scenario(
         "a negative max_retries at submission is refused",
@@ -187,37 +207,51 @@ SCENARIOS = [
     Scenario(
         "a task that fails twice and then returns succeeds at its third attempt",
         submitting(lambda c: c.delay(t.third_time)),
-        Seen(status="success", result=3, attempts=3),
+        Seen(status="success", result=3, attempts=3, attempt_errors=2),
     ),
     Scenario(
         "an error outside retry_on is not retried",
         submitting(lambda c: c.delay(t.picky, "bad")),
-        Seen(status="failure", error="ValueError", reason="exception", attempts=1),
+        Seen(
+            status="failure", error="ValueError", reason="exception", attempts=1, attempt_errors=0
+        ),
     ),
     Scenario(
         "a subclass of a retry_on error is retried",
         submitting(lambda c: c.delay(t.picky, "reset")),
-        Seen(status="failure", error="ConnectionResetError", reason="exception", attempts=3),
+        Seen(
+            status="failure",
+            error="ConnectionResetError",
+            reason="exception",
+            attempts=3,
+            attempt_errors=3,
+        ),
     ),
     Scenario(
         "a result with no msgpack form fails the task, with no retry",
         submitting(lambda c: c.delay(t.unsendable)),
-        Seen(status="failure", error="TypeError", reason="unserializable_result", attempts=1),
+        Seen(
+            status="failure",
+            error="TypeError",
+            reason="unserializable_result",
+            attempts=1,
+            attempt_errors=0,
+        ),
     ),
     Scenario(
         "a task past its time limit fails with reason timeout, with no retry",
         submitting(lambda c: c.delay(t.slow)),
-        Seen(status="failure", error="Timeout", reason="timeout", attempts=1),
+        Seen(status="failure", error="Timeout", reason="timeout", attempts=1, attempt_errors=0),
     ),
     Scenario(
         "a time limit given at submission stops the task",
         submitting(lambda c: c.apply_async(t.nap, (30,), time_limit=0.2)),
-        Seen(status="failure", error="Timeout", reason="timeout", attempts=1),
+        Seen(status="failure", error="Timeout", reason="timeout", attempts=1, attempt_errors=0),
     ),
     Scenario(
         "a plain function past its time limit fails with reason timeout",
         submitting(lambda c: c.delay(t.block, 0.6)),
-        Seen(status="failure", error="Timeout", reason="timeout", attempts=1),
+        Seen(status="failure", error="Timeout", reason="timeout", attempts=1, attempt_errors=0),
     ),
     Scenario(
         "a task name nobody registered is refused",
@@ -232,7 +266,7 @@ SCENARIOS = [
     Scenario(
         "the same idempotency key is the same task, run once",
         idempotent,
-        Seen(status="success", result=3, attempts=1),
+        Seen(status="success", result=3, attempts=1, attempt_errors=0),
     ),
     Scenario(
         "the priority a task was submitted at is on its result",
@@ -259,12 +293,12 @@ SCENARIOS = [
     Scenario(
         "cancelling a finished task changes nothing",
         cancel_finished,
-        Seen(status="success", result=False, attempts=1),
+        Seen(status="success", result=False, attempts=1, attempt_errors=0),
     ),
     Scenario(
         "cancelling a task not due yet cancels it",
         cancel_delayed,
-        Seen(status="cancelled", result=True, attempts=0),
+        Seen(status="cancelled", result=True, attempts=0, attempt_errors=0),
         not_eager=NO_CLOCK,
     ),
     Scenario(
