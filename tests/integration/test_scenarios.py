@@ -23,8 +23,6 @@ from fastworker import Client, FastWorkerError, chord, group
 from fastworker.testing import Cluster, eager
 from fastworker_protocol import TaskResult
 
-pytestmark = pytest.mark.timeout(120)
-
 ENGINES = ("eager", "cluster", "live")
 
 
