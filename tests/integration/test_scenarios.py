@@ -3,16 +3,15 @@ the in-process test ``Cluster`` and a real control plane process with a subworke
 
 The real processes are the reference: a row where eager mode or the ``Cluster`` sees
 something else is a bug in the test double, never a reason to change the expected outcome.
-A row eager mode cannot run by design (it has no clock, no queue and no workflow engine:
-``docs/guides/testing.md``, "What eager mode does not do") is marked as such, strictly, so
-the day it can run the row the mark has to go.
+A row eager mode cannot run by design (it has no clock, no queue, no dead letters and no
+workflow engine: ``docs/guides/testing.md``, "What eager mode does not do") is marked as
+such, strictly, so the day it can run the row the mark has to go.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import it_scenarios as t
@@ -22,6 +21,8 @@ from harness import Cluster as Processes
 from fastworker import Client, FastWorkerError, chord, group
 from fastworker.testing import Cluster, eager
 from fastworker_protocol import TaskResult
+
+pytestmark = pytest.mark.integration  # the "live" engine starts real processes
 
 ENGINES = ("eager", "cluster", "live")
 
@@ -334,7 +335,7 @@ def processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Processes]:
 
 
 @pytest.fixture(params=ENGINES)
-async def client(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Client]:
+async def client(request: pytest.FixtureRequest) -> AsyncIterator[Client]:
     """A started client of one engine."""
     engine: str = request.param
     if engine == "live":
