@@ -143,7 +143,7 @@ async def dead_letter(client: Client) -> Seen:
     except FastWorkerError as exc:
         return Seen(raised=type(exc).__name__)
     error = kept.error
-    return Seen(status=kept.status, result=kept.args, error=error and error.type)
+    return Seen(status=kept.status, result=kept.args, error=None if error is None else error.type)
 
 
 def workflow(build: Callable[[], Any]) -> Run:
@@ -259,7 +259,7 @@ SCENARIOS = [
     ),
     Scenario(
         "arguments that do not fit the signature are refused",
-        submitting(lambda c: c.delay(t.add, 1)),
+        submitting(lambda c: c.apply_async(t.add, (1,))),
         Seen(raised="InvalidArguments"),
     ),
     Scenario(

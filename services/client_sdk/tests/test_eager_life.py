@@ -15,19 +15,20 @@ LATE = TaskError(type="Timeout", message="late", reason=FailureReason.TIMEOUT)
 
 def test_a_task_that_succeeds_at_once_has_one_attempt_and_no_attempt_errors() -> None:
     life = Life(3, delayed=False)
-    assert life.state == TaskState.QUEUED
-    assert life.start() == 1
-    assert life.state == TaskState.RUNNING
+    queued = life.state
+    number = life.start()
+    running = life.state
     life.succeeded()
+    assert (queued, number, running) == (TaskState.QUEUED, 1, TaskState.RUNNING)
     assert (life.state, life.attempts, life.errors(None)) == (TaskState.SUCCESS, 1, (None, []))
 
 
 def test_a_delayed_task_is_scheduled_then_due_before_it_runs() -> None:
     life = Life(0, delayed=True)
-    assert life.state == TaskState.QUEUED  # eager mode waits for no ETA
+    due = life.state  # eager mode waits for no ETA
     life.start()
     life.succeeded()
-    assert life.state == TaskState.SUCCESS
+    assert (due, life.state) == (TaskState.QUEUED, TaskState.SUCCESS)
 
 
 def test_failures_are_retried_within_the_budget_and_summarized_at_the_end() -> None:
