@@ -12,6 +12,7 @@ import fastworker
 from fastworker import (
     Client,
     InvalidArguments,
+    RequestRejected,
     SyncClient,
     TaskFailed,
     TaskRegistry,
@@ -106,6 +107,33 @@ def test_arguments_are_checked_against_the_signature_and_names_must_be_registere
         with pytest.raises(UnknownTask, match="no task named 'nope'"):
             client.delay("nope")
     assert runner.submissions == []
+
+
+def test_a_request_that_does_not_decode_is_refused_as_by_a_control_plane() -> None:
+    with (
+        eager(registry) as runner,
+        SyncClient() as client,
+        pytest.raises(RequestRejected, match="max_retries"),
+    ):
+        client.apply_async(add, (1, 2), max_retries=-1)
+    assert runner.submissions == []
+
+
+async def test_the_async_client_gets_each_refusal_of_a_batch_at_its_own_index() -> None:
+    # Given a batch whose middle task is refused (the async client batches its delays)
+    with eager(registry) as runner:
+        async with Client() as client:
+            # When three are submitted at once
+            sent = await asyncio.gather(
+                client.delay(add, 1, 2),
+                client.delay(add, 1),  # type: ignore[call-overload]  # on purpose: refused
+                client.delay(add, 3, 4),
+                return_exceptions=True,
+            )
+    # Then only the middle one raises, as from a control plane (one id per task, in order)
+    first, refused, last = sent
+    assert isinstance(refused, InvalidArguments)
+    assert [s.task_id for s in runner.submissions] == [first, last]
 
 
 def test_failures_are_retried_without_backoff_and_current_task_counts_attempts() -> None:

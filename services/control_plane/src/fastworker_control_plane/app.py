@@ -1,5 +1,5 @@
-"""The control plane process: binds every socket, wires the servers to the engine, runs
-the embedded subworker and the upkeep loop, and shuts all of it down in order."""
+"""The control plane process: binds every socket to the endpoints ``assembly`` builds,
+runs the embedded subworker and the upkeep loop, and shuts all of it down in order."""
 
 from __future__ import annotations
 
@@ -16,23 +16,20 @@ import structlog
 
 from fastworker import TaskRegistry, __version__, default_registry
 from fastworker.tracing import active_tracer
+from fastworker_control_plane.assembly import Assembly, Endpoint
 from fastworker_control_plane.config import ControlPlaneConfig
-from fastworker_control_plane.core.board import BoardConfig, TaskBoard
-from fastworker_control_plane.core.workflows import WorkflowBook
 from fastworker_control_plane.durability.entries import snapshot
 from fastworker_control_plane.durability.journal import Journal, JournalError
-from fastworker_control_plane.engine import Clock, Engine
+from fastworker_control_plane.engine import Clock
 from fastworker_control_plane.ha import addresses
 from fastworker_control_plane.ha.leader import LeaderReplication, Leadership
 from fastworker_control_plane.metrics import control_plane_registry
 from fastworker_control_plane.reclaim import Reclaimer
-from fastworker_control_plane.servers import registration, results, submission
 from fastworker_control_plane.servers.discovery import DiscoveryAnnouncer
 from fastworker_control_plane.servers.reply_server import ReplyServer
-from fastworker_control_plane.servers.responder import Handler
 from fastworker_control_plane.supervision import Fault, Supervisor, TaskDied
 from fastworker_control_plane.tracing import DispatchTracer
-from fastworker_protocol import Announce, Codec, Message, Priority
+from fastworker_protocol import Announce, Codec, Priority
 from fastworker_subworker import Subworker, SubworkerConfig
 from fastworker_subworker.health import PortInUse
 
@@ -40,9 +37,6 @@ if TYPE_CHECKING:
     from fastworker_subworker.web import WebServer
 
 log = structlog.get_logger(__name__)
-
-_UPKEEP_INTERVAL = 1.0
-_SWEEP_EVERY = 30  # upkeep ticks between result-cache sweeps
 
 
 class ControlPlane:
@@ -63,33 +57,10 @@ class ControlPlane:
         else:
             self.instance_id = addresses.instance_id(leadership.candidate_id, leadership.epoch)
         self.codec = Codec(self.config.max_message_size)
-        board = TaskBoard(
-            BoardConfig(
-                max_redeliveries=self.config.max_redeliveries,
-                max_queued=self.config.max_queued,
-                result_max_size=self.config.result_max_size,
-                result_max_bytes=self.config.result_max_bytes,
-                result_keep_arguments=self.config.result_keep_arguments,
-                result_ttl=self.config.result_ttl,
-                dead_letter_max=self.config.dead_letter_max,
-                dead_letter_ttl=self.config.dead_letter_ttl,
-                dead_letter_max_bytes=self.config.dead_letter_max_bytes,
-                max_message_size=self.config.max_message_size,
-            )
+        self.assembly = Assembly(
+            self.config, self.registry, instance_id=self.instance_id, clock=clock
         )
-        book = WorkflowBook(
-            ttl=max(self.config.workflow_ttl, self.config.result_ttl),
-            max_finished=self.config.workflow_max_finished,
-            max_live_bytes=self.config.workflow_max_live_bytes,
-        )
-        self.engine = Engine(
-            board,
-            heartbeat_timeout=self.config.heartbeat_timeout,
-            clock=clock,
-            workflows=book,
-            max_held_waits=self.config.max_held_waits,
-            max_event_streams=self.config.max_event_streams,
-        )
+        self.engine = self.assembly.engine
         self._servers: list[ReplyServer] = []
         self._announcer: DiscoveryAnnouncer | None = None
         self._local: Subworker | None = None
@@ -264,30 +235,13 @@ class ControlPlane:
 
     def _start(self) -> None:
         cfg, ports, engine = self.config, self.config.ports, self.engine
-        own = [t.signature() for t in self.registry]
-        engine.board.learn_tasks(own)
-        engine.board.learn_schedules(own, engine.clock())
-        engine.arm_timer()
         local_id = None if self._local is None else self._local.worker_id
-        for priority in Priority.by_rank():
-            handler = submission.SubmissionHandler(engine, priority, cfg.max_wait)
-            self._serve(
-                f"submit-{priority}",
-                [cfg.bind(ports.submission(priority))],
-                handler,
-                submission.SERVES,
-            )
-        self._serve(
-            "results",
-            [cfg.bind(ports.results)],
-            results.ResultsHandler(engine, cfg.max_wait),
-            results.SERVES,
-        )
+        endpoints = self.assembly.open(local_id)
+        for priority, endpoint in endpoints.submission.items():
+            self._serve(endpoint, [cfg.bind(ports.submission(priority))])
+        self._serve(endpoints.results, [cfg.bind(ports.results)])
         reg = self._serve(
-            "registration",
-            [cfg.bind(ports.registration), self._local_address],
-            registration.RegistrationHandler(engine, self.instance_id, local_id),
-            registration.SERVES,
+            endpoints.registration, [cfg.bind(ports.registration), self._local_address]
         )
         loop = asyncio.get_running_loop()
         reg.add_post_pipe_remove_cb(lambda pipe: _call_soon(loop, engine.pipe_closed, pipe.id))
@@ -297,7 +251,7 @@ class ControlPlane:
         )
         for name, task in self._announcer.start().items():
             self._supervisor.watch(name, task)
-        self._background.append(self._supervisor.spawn("the upkeep loop", self._upkeep()))
+        self._background.append(self._supervisor.spawn("the upkeep loop", self.assembly.upkeep()))
         if self._local is not None:
             self._local_run = self._supervisor.spawn("the embedded subworker", self._local.run())
         log.info(
@@ -327,25 +281,23 @@ class ControlPlane:
             ) from None
         return sock
 
-    def _serve(
-        self, name: str, addresses: list[str], handler: Handler, serves: tuple[type[Message], ...]
-    ) -> pynng.Socket:
+    def _serve(self, endpoint: Endpoint, addresses: list[str]) -> pynng.Socket:
         sock = self._bind(pynng.Rep0, addresses)
+        name = endpoint.name
         server = ReplyServer(
-            name, sock, self.codec, handler, serves, self.config.tokens, fence=self._fence
+            name,
+            sock,
+            self.codec,
+            endpoint.handler,
+            endpoint.serves,
+            self.config.tokens,
+            fence=self._fence,
         )
         server.on_fault = lambda error: self._supervisor.report(f"the {name} server", error)
         server.on_bulk_release = self.reclaimer.request
         server.start()
         self._servers.append(server)
         return sock
-
-    async def _upkeep(self) -> None:
-        tick = 0
-        while True:
-            await asyncio.sleep(_UPKEEP_INTERVAL)
-            tick += 1
-            self.engine.maintain(sweep=tick % _SWEEP_EVERY == 0)
 
     def request_stop(self) -> None:
         self._stop.set()

@@ -9,7 +9,8 @@ A submission goes through what production does to it, minus the network and the 
 * the task name must be registered in this process, and the arguments must fit its
   signature (``UnknownTask`` / ``InvalidArguments``, as from a control plane);
 * it runs with ``current_task()`` set; a failure is retried up to its ``max_retries``
-  (``retry_on`` honoured), with no backoff; a result that is not portable fails it;
+  (``retry_on`` honoured), with no backoff; a result that is not portable fails it; its
+  states, attempts and errors follow the board's rules (``_life``);
 * an ``async def`` task with a time limit is cancelled at the limit; a plain one cannot be
   stopped (a subworker abandons it to its thread), so it runs to its end and then fails
   with reason ``timeout`` if it took longer.
@@ -37,6 +38,7 @@ from typing import Any, Self
 from fastworker import _local as local
 from fastworker._context import enter, leave
 from fastworker._task import Task, TaskRegistry, default_registry
+from fastworker.testing._life import Life
 from fastworker_protocol import (
     Accepted,
     Assignment,
@@ -179,10 +181,12 @@ class Eager:
         return self._encode(self._reply(message))
 
     def _decode(self, data: bytes) -> Message:
+        """The request, or the error a control plane answers to one it cannot read (a
+        client sends what its arguments say: a negative ``max_retries`` does not decode)."""
         try:
             return self._codec.decode(data)
-        except DecodeError as exc:  # pragma: no cover - clients encode what decodes
-            raise AssertionError(f"eager mode got a request it cannot read: {exc}") from exc
+        except DecodeError as exc:
+            return Error(code=exc.code, message=str(exc))
 
     def _encode(self, reply: Message) -> bytes:
         return self._codec.encode(reply)
@@ -198,13 +202,13 @@ class Eager:
                 if message.atomic:
                     return self._encode(Error(code=refused.code, message=str(refused)))
                 rejections.append(Rejection(index=index, code=refused.code, message=str(refused)))
-        ids: list[str] = []
+        ids = [""] * len(message.tasks)  # as a control plane: "" for a task it refused
         raised: list[BaseException] = []
-        for _, spec, task in checked:
+        for index, spec, task in checked:
             key = None if spec.idempotency_key is None else (spec.name, spec.idempotency_key)
             task_id = self._keys.get(key, "") if key else ""
             task_id = task_id or spec.id or uuid.uuid4().hex
-            ids.append(task_id)
+            ids[index] = task_id
             if key is not None:
                 self._keys[key] = task_id  # the same key is the same task, as in production
             if task_id not in self._results:  # a task id is accepted once, as in production
@@ -243,18 +247,16 @@ class Eager:
         max_retries = task.max_retries if spec.max_retries is None else spec.max_retries
         limit = spec.time_limit if spec.time_limit is not None else task.time_limit
         queue = spec.queue or task.queue
+        life = Life(max_retries, delayed=spec.eta is not None)
         submitted = time.time()
-        errors: list[TaskError] = []
-        started = submitted
-        attempt = _Attempt()
-        for number in range(1, max_retries + 2):
+        while True:
             assignment = Assignment(
                 id=task_id,
                 name=spec.name,
                 args=spec.args,
                 kwargs=spec.kwargs,
                 headers=spec.headers,
-                attempt=number,
+                attempt=life.start(),
                 time_limit=limit,
                 priority=priority,
                 queue=queue,
@@ -263,24 +265,25 @@ class Eager:
             started = time.time()
             attempt = await self._attempt(task, assignment, run_async)
             if attempt.error is None:
+                life.succeeded()
                 break
-            errors.append(attempt.error)
-            if not attempt.retryable:
+            if not life.failed(attempt.error, attempt.retryable):
                 break
+        error, attempt_errors = life.errors(attempt.error)
         result = TaskResult(
             task_id=task_id,
             name=spec.name,
-            status=TaskState.SUCCESS if attempt.error is None else TaskState.FAILURE,
+            status=life.state,
             priority=priority,
             result=attempt.value,
-            error=_summarized(errors) if attempt.error is not None else None,
-            attempts=len(errors) + (attempt.error is None),
+            error=error,
+            attempts=life.attempts,
             worker_id=WORKER_ID,
             submitted_at=submitted,
             started_at=started,
             finished_at=time.time(),
             eta=spec.eta,
-            attempt_errors=errors,
+            attempt_errors=attempt_errors,
             queue=queue,
         )
         # The result as a client reads it: through msgpack.
@@ -340,6 +343,8 @@ class Eager:
 
     def _reply(self, message: Message) -> Message:
         """Every request but ``submit``, answered from what ran."""
+        if isinstance(message, Error):
+            return message  # the request did not decode
         with self._lock:
             results = dict(self._results)
         if isinstance(message, Get):
@@ -447,17 +452,3 @@ def _timed_out(limit: float, exc: BaseException | None) -> _Attempt:
         message=f"the task ran longer than its {limit:g} s timeout",
     )
     return _Attempt(error=error, exc=exc or TimeoutError(error.message))
-
-
-def _summarized(errors: list[TaskError]) -> TaskError:
-    """The last attempt's error; after retries, its message lists every attempt's."""
-    last = errors[-1]
-    if len(errors) == 1:
-        return last
-    lines = "; ".join(f"attempt {n}: {e.type}: {e.message}" for n, e in enumerate(errors, 1))
-    return TaskError(
-        type=last.type,
-        message=f"{last.message} (after {len(errors)} attempts: {lines})",
-        traceback=last.traceback,
-        reason=last.reason,
-    )

@@ -35,11 +35,11 @@ from typing import Any, Self, TypeVar
 from fastworker import SyncClient, TaskRegistry, default_registry
 from fastworker import _local as local
 from fastworker.errors import FastWorkerError, Timeout, rejection
+from fastworker_control_plane.assembly import Assembly, Endpoint, Pace
+from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_control_plane.core import queue_controls
-from fastworker_control_plane.core.board import BoardConfig, TaskBoard
 from fastworker_control_plane.core.result_cache import DEFAULT_TTL
 from fastworker_control_plane.engine import Engine
-from fastworker_control_plane.servers import registration, results, submission
 from fastworker_control_plane.servers.responder import Responder
 from fastworker_control_plane.testing.clock import SkippingLoop
 from fastworker_protocol import Codec, DecodeError, Error, Message, Priority, TaskResult, TaskState
@@ -51,10 +51,9 @@ M = TypeVar("M", bound=Message)
 # Each wakeup of the loop costs real time when the clock skips a day, so the cluster's
 # periodic work is sparser than a control plane's (upkeep every 1 s, fetches held 5 s):
 # nothing here depends on it but how soon a silent subworker is noticed.
-_UPKEEP = 20.0
-_SWEEP_EVERY = 6
-_FETCH_WAIT = 20.0
+_PACE = Pace(upkeep_interval=20.0, sweep_every=6, max_fetch_wait=20.0)
 _MAX_WAIT = 366 * 24 * 3600.0  # a held wait's cap (a control plane's default: an hour)
+_HEARTBEAT_TIMEOUT = 90.0  # a subworker is silent while the clock skips: be patient
 _CLIENTS = 0  # the connection id of every client request
 _SETTLE = 0.05  # past the goal, timers this close still run: hand-overs in flight
 _WAITING = (TaskState.PENDING, TaskState.QUEUED, TaskState.SCHEDULED, TaskState.RETRYING)
@@ -101,7 +100,14 @@ class Cluster:
         self._concurrency = concurrency
         self._queues = queues
         self._start_time = start.timestamp() if isinstance(start, datetime) else start
-        self._board_config = BoardConfig(result_ttl=result_ttl, max_redeliveries=max_redeliveries)
+        self._config = ControlPlaneConfig(
+            local_concurrency=0,  # the subworkers below run the tasks
+            http_port=0,
+            result_ttl=result_ttl,
+            max_redeliveries=max_redeliveries,
+            heartbeat_timeout=_HEARTBEAT_TIMEOUT,
+            max_wait=_MAX_WAIT,
+        )
         self._codec = Codec()
         self._loop = SkippingLoop(self._skip)
         self._thread: threading.Thread | None = None
@@ -111,7 +117,7 @@ class Cluster:
         self._stopping = False
         self._fault: BaseException | None = None
         self._background: list[asyncio.Task[None]] = []  # the subworkers
-        self._upkeep_task: asyncio.Task[None] | None = None
+        self._upkeep: asyncio.Task[None] | None = None
         self.workers: list[Subworker] = []
         self._engine: Engine | None = None
         self._submit: dict[Priority, Responder] = {}
@@ -165,36 +171,25 @@ class Cluster:
         loop = asyncio.get_running_loop()
         start = time.time() if self._start_time is None else self._start_time
         self._epoch = start - loop.time()
-        engine = Engine(TaskBoard(self._board_config), heartbeat_timeout=90.0, clock=self.clock)
-        self._engine = engine
-        # Known before any subworker registers, as a control plane knows its own tasks.
-        declared = [t.signature() for t in self.registry]
-        engine.board.learn_tasks(declared)
-        engine.board.learn_schedules(declared, self.clock())
-        engine.arm_timer()
-        codec = self._codec
-        for priority in Priority.by_rank():
-            handler = submission.SubmissionHandler(engine, priority, _MAX_WAIT)
-            self._submit[priority] = Responder(
-                f"submit-{priority}", codec, handler, submission.SERVES
-            )
-        results_handler = results.ResultsHandler(engine, _MAX_WAIT)
-        self._results = Responder("results", codec, results_handler, results.SERVES)
-        registrar = Responder(
-            "registration",
-            codec,
-            registration.RegistrationHandler(
-                engine, uuid.uuid4().hex, None, max_fetch_wait=_FETCH_WAIT
-            ),
-            registration.SERVES,
+        assembly = Assembly(
+            self._config, self.registry, instance_id=uuid.uuid4().hex, clock=self.clock, pace=_PACE
         )
-        self._upkeep_task = self._loop.create_task(self._upkeep(engine))
+        self._engine = assembly.engine
+        endpoints = assembly.open()
+        codec = self._codec
+        self._submit = {
+            priority: _responder(endpoint, codec)
+            for priority, endpoint in endpoints.submission.items()
+        }
+        self._results = _responder(endpoints.results, codec)
+        registrar = _responder(endpoints.registration, codec)
+        self._upkeep = self._loop.create_task(assembly.upkeep())
         for number in range(1, self._worker_count + 1):
             worker = Subworker(
                 SubworkerConfig(
                     concurrency=self._concurrency,
                     queues=self._queues,
-                    fetch_wait=_FETCH_WAIT,
+                    fetch_wait=_PACE.max_fetch_wait,
                     name=f"test-cluster-{number}",
                 ),
                 self.registry,
@@ -215,7 +210,7 @@ class Cluster:
             await asyncio.wait(running, timeout=self.wall_timeout)
         if self._engine is not None:
             self._engine.close()
-        everything = [*self._background, *([self._upkeep_task] if self._upkeep_task else [])]
+        everything = [*self._background, *([self._upkeep] if self._upkeep else [])]
         for task in everything:
             task.cancel()
         await asyncio.gather(*everything, return_exceptions=True)
@@ -229,13 +224,6 @@ class Cluster:
         if not task.cancelled() and task.exception() is not None and self._fault is None:
             self._fault = task.exception()
             self._finish_goal(f"a part of the cluster died: {self._fault!r}")
-
-    async def _upkeep(self, engine: Engine) -> None:
-        tick = 0
-        while True:
-            await asyncio.sleep(_UPKEEP)
-            tick += 1
-            engine.maintain(sweep=tick % _SWEEP_EVERY == 0)
 
     # --- the clock --------------------------------------------------------------------------
 
@@ -448,6 +436,10 @@ class _Wire:
 
     def close(self) -> None:
         """Nothing to close."""
+
+
+def _responder(endpoint: Endpoint, codec: Codec) -> Responder:
+    return Responder(endpoint.name, codec, endpoint.handler, endpoint.serves)
 
 
 def _wires(responder: Responder, codec: Codec, pipe_id: int) -> Callable[[str], _Wire]:
