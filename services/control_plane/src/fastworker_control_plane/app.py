@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import pynng
 import structlog
+from fastworker_common.supervision import Fault, Supervisor, TaskDied
 
 from fastworker import TaskRegistry, __version__, default_registry
 from fastworker.tracing import active_tracer
@@ -30,7 +31,6 @@ from fastworker_control_plane.servers import registration, results, submission
 from fastworker_control_plane.servers.discovery import DiscoveryAnnouncer
 from fastworker_control_plane.servers.reply_server import ReplyServer
 from fastworker_control_plane.servers.responder import Handler
-from fastworker_control_plane.supervision import Fault, Supervisor, TaskDied
 from fastworker_control_plane.tracing import DispatchTracer
 from fastworker_protocol import Announce, Codec, Message, Priority
 from fastworker_subworker import Subworker, SubworkerConfig

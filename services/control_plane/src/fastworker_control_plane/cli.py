@@ -7,6 +7,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from fastworker_common.supervision import TaskDied
+
 from fastworker.cli.common import (
     EXIT_OK,
     EXIT_TASK_FAILED,
@@ -25,7 +27,6 @@ from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_control_plane.durability.journal import JournalError
 from fastworker_control_plane.ha.node import replicated_or_alone
 from fastworker_control_plane.launch import on_chosen_allocator
-from fastworker_control_plane.supervision import TaskDied
 from fastworker_protocol import (
     DEFAULT_BASE_PORT,
     DEFAULT_DISCOVERY_PORT,
