@@ -259,3 +259,20 @@ async def test_a_replica_that_etcd_refuses_exits_with_an_error_instead_of_retryi
     output = replica.proc.output()
     assert "etcd refused this control plane" in output
     assert "stopped: the election failed" in output
+
+
+async def test_a_follower_whose_token_the_leader_refuses_exits_with_an_error(
+    replicas: Replicas,
+) -> None:
+    # Given a leader with a token
+    replicas.start("a", env=replicas.cluster.env(FASTWORKER_AUTH_TOKEN="the-token"))
+    await replicas.leader()
+    # When a replica with another token follows it
+    follower = replicas.start("b", env=replicas.cluster.env(FASTWORKER_AUTH_TOKEN="another"))
+    assert follower.proc is not None
+    # Then it stops with an error naming the setting (exit code 1), instead of retrying
+    assert await asyncio.to_thread(follower.proc.wait, 30) == 1
+    output = follower.proc.output()
+    assert "the leader refused this replica" in output
+    assert "set FASTWORKER_AUTH_TOKEN" in output
+    assert "Traceback" not in output

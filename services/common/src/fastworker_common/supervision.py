@@ -27,7 +27,6 @@ Only the server processes import this (it logs with structlog).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -123,8 +122,7 @@ class Supervisor:
             return
         self._ending.add(task)
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await asyncio.wait([task])  # its error is no one's (the caller's own cancel is)
 
     def stop(self) -> None:
         """From now on tasks are expected to end (their owners close them)."""
@@ -136,6 +134,8 @@ class Supervisor:
         self._tasks.discard(task)
         if task in self._ending:
             self._ending.discard(task)
+            if not task.cancelled():
+                task.exception()  # retrieved: it was ending anyway
             return
         if task.cancelled() or task.exception() is None:
             if self.stopping or policy is Policy.LOG:

@@ -29,7 +29,7 @@ from pathlib import Path
 import structlog
 from fastworker_common.supervision import Fault, Policy, Supervisor, TaskDied
 
-from fastworker import TaskRegistry, __version__, default_registry
+from fastworker import TaskRegistry, Unauthorized, __version__, default_registry
 from fastworker_control_plane.app import ControlPlane, announcement
 from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_control_plane.election import (
@@ -73,7 +73,7 @@ class ReplicatedControlPlane:
         self._campaigning = False
         self._leaderless_since: float | None = None  # monotonic: since no leader was seen
         # A task this replica cannot run without that dies stops it (see ``supervision``).
-        self._supervisor = Supervisor(self._faulted, permanent=(ElectionFailed,))
+        self._supervisor = Supervisor(self._faulted, permanent=(ElectionFailed, Unauthorized))
         self.collector = ReplicaCollector(self)
 
     # --- the process ----------------------------------------------------------------------
