@@ -153,3 +153,10 @@ async def test_a_permanent_error_ends_kept_work_as_a_fault() -> None:
     [fault] = seen.faults
     assert str(fault) == "the campaign failed: PermissionError: wrong token"
     assert work.runs == 2
+
+
+async def test_a_supervisor_with_no_owner_to_stop_only_keeps_its_fault() -> None:
+    supervisor = Supervisor()
+    await asyncio.gather(supervisor.spawn("the chore", crash()), return_exceptions=True)
+    await asyncio.sleep(0)
+    assert str(supervisor.fault) == "the chore failed: RuntimeError: a bug"

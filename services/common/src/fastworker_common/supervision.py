@@ -69,12 +69,12 @@ class Fault:
 
 
 class Supervisor:
-    """Watches tasks; the first fault among them is reported to ``on_fault``.
-    ``permanent``: the errors no retry can fix."""
+    """Watches tasks; the first fault among them is reported to ``on_fault`` (None: a
+    supervisor of ``LOG`` tasks only). ``permanent``: the errors no retry can fix."""
 
     def __init__(
         self,
-        on_fault: Callable[[Fault], None],
+        on_fault: Callable[[Fault], None] | None = None,
         *,
         permanent: tuple[type[Exception], ...] = (),
     ) -> None:
@@ -164,7 +164,8 @@ class Supervisor:
         )
         if self.fault is None:
             self.fault = Fault(name, error)
-            self._on_fault(self.fault)
+            if self._on_fault is not None:
+                self._on_fault(self.fault)
 
 
 async def _restarting(
