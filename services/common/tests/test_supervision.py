@@ -160,3 +160,22 @@ async def test_a_supervisor_with_no_owner_to_stop_only_keeps_its_fault() -> None
     await asyncio.gather(supervisor.spawn("the chore", crash()), return_exceptions=True)
     await asyncio.sleep(0)
     assert str(supervisor.fault) == "the chore failed: RuntimeError: a bug"
+
+
+async def test_ending_a_task_does_not_swallow_the_callers_own_cancellation() -> None:
+    supervisor = Supervisor(Recorded().fault)
+
+    async def stubborn() -> None:
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            await asyncio.sleep(0.05)  # takes a moment to end
+
+    running = supervisor.spawn("the loop", stubborn())
+    await asyncio.sleep(0)
+    ending = asyncio.create_task(supervisor.end(running))
+    await asyncio.sleep(0.01)
+    ending.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await ending
+    await asyncio.wait([running])
