@@ -7,6 +7,7 @@ survive, as on a real restart). Only 127.0.0.1 is ever contacted; proxies are ig
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -75,6 +76,21 @@ class EtcdServer:
             time.sleep(0.05)  # polling a condition with a deadline
         self.stop()
         raise RuntimeError(f"etcd not healthy in {READY_TIMEOUT} s: {self.log_path.read_text()}")
+
+    def require_credentials(self) -> None:
+        """Turn etcd's auth on (a root user with a password no test offers): from now on
+        every request without credentials is refused, as FastWorker's always are."""
+        for path, body in (
+            ("/v3/auth/role/add", {"name": "root"}),
+            ("/v3/auth/user/add", {"name": "root", "password": "no-test-offers-this"}),
+            ("/v3/auth/user/grant", {"user": "root", "role": "root"}),
+            ("/v3/auth/enable", {}),
+        ):
+            request = urllib.request.Request(
+                f"http://{self.endpoint}{path}", data=json.dumps(body).encode(), method="POST"
+            )
+            with _OPENER.open(request, timeout=5) as response:
+                assert response.status == 200, response.read()
 
     def _healthy(self) -> bool:
         try:

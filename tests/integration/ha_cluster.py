@@ -70,7 +70,7 @@ class Replicas:
         """Every replica's discovery address, comma-separated (what peers are given)."""
         return ",".join(r.discovery for r in self.replicas.values())
 
-    def start(self, name: str, *extra: str) -> Replica:
+    def start(self, name: str, *extra: str, env: dict[str, str] | None = None) -> Replica:
         extra = extra or self.options
         self.options = extra  # a replica restarted later runs as it first did
         replica = self.replicas[name]
@@ -97,6 +97,7 @@ class Replicas:
             "--shutdown-timeout",
             "3",
             *extra,
+            env=env,
         )
         return replica
 

@@ -141,6 +141,34 @@ async def test_a_subworker_needs_the_token_to_register(guarded: Cluster) -> None
         assert {r.status for r in results} == {TaskStatus.SUCCESS}
 
 
+async def test_a_subworker_with_a_wrong_token_exits_with_an_error_naming_the_setting(
+    guarded: Cluster,
+) -> None:
+    # Given a subworker started with a token the control plane does not accept
+    wrong = guarded.subworker(env=guarded.env(FASTWORKER_AUTH_TOKEN="not-" + TOKEN))
+    # Then it stops at once with exit code 2, naming the setting to fix, and no traceback
+    assert await asyncio.to_thread(wrong.wait, 30) == 2
+    assert "missing or wrong auth token (set FASTWORKER_AUTH_TOKEN" in wrong.output()
+    assert "Traceback" not in wrong.output()
+    assert "registration failed; retrying" not in wrong.output()
+
+
+async def test_a_subworker_whose_token_is_no_longer_accepted_stops_instead_of_retrying(
+    guarded: Cluster,
+) -> None:
+    # Given a subworker registered with the token
+    worker = guarded.subworker(env=guarded.env(FASTWORKER_AUTH_TOKEN=TOKEN))
+    async with guarded.client(auth_token=TOKEN) as client:
+        await guarded.workers(client, 2)
+    # When the control plane comes back on the same ports with another token
+    guarded.procs[0].stop()
+    guarded.control_plane(env=guarded.env(FASTWORKER_AUTH_TOKEN="new-" + TOKEN))
+    # Then the subworker stops with exit code 2, naming the setting, instead of retrying
+    assert await asyncio.to_thread(worker.wait, 60) == 2
+    assert "set FASTWORKER_AUTH_TOKEN" in worker.output()
+    assert "Traceback" not in worker.output()
+
+
 async def test_the_http_api_and_metrics_need_the_token_but_health_does_not(
     guarded: Cluster,
 ) -> None:

@@ -28,6 +28,7 @@ from fastworker.testing import free_port_block
 from fastworker_control_plane.election import (
     BecameLeader,
     ElectionEvent,
+    ElectionFailed,
     Elector,
     LostLeadership,
     ObservedLeader,
@@ -301,3 +302,26 @@ async def test_a_leader_whose_key_is_deleted_by_hand_steps_down_within_a_retry_p
         assert a.elected()[1][1].term.epoch > a.elected()[0][1].term.epoch
     finally:
         await a.close()
+
+
+async def test_an_etcd_that_requires_credentials_ends_the_campaign_with_a_clear_error(
+    etcd: EtcdServer,
+) -> None:
+    # Given an etcd with its auth turned on (this elector has no credentials to offer)
+    etcd.require_credentials()
+    elector = elector_from_url(etcd.url("fw"), "a", (), lease_duration=2.0)
+    try:
+        # When it campaigns
+        await elector.start()
+        # Then its campaign ends at once, and its events say why, instead of retrying forever
+        with pytest.raises(ElectionFailed, match="etcd refused this control plane"):
+            await asyncio.wait_for(every_event(elector), 5)
+        assert elector.leading() is None
+        with pytest.raises(ElectionFailed):
+            await elector.start()
+    finally:
+        await elector.close()
+
+
+async def every_event(elector: Elector) -> list[ElectionEvent]:
+    return [event async for event in elector.events()]

@@ -244,3 +244,35 @@ async def test_without_etcd_the_leader_serves_until_its_renew_deadline_then_refu
         await replicas.leader(timeout=40)
         task_id = await client.delay("add", 3, 3)
         assert (await client.wait_result(task_id, timeout=20)).result == 6
+
+
+async def test_a_replica_that_etcd_refuses_exits_with_an_error_instead_of_retrying(
+    replicas: Replicas, etcd: EtcdServer
+) -> None:
+    # Given an etcd that requires credentials this replica does not have
+    etcd.require_credentials()
+    # When a replica starts on it
+    replica = replicas.start("a")
+    assert replica.proc is not None
+    # Then it stops at once with an error saying who refused it, and a non-zero exit
+    assert await asyncio.to_thread(replica.proc.wait, 30) == 1
+    output = replica.proc.output()
+    assert "etcd refused this control plane" in output
+    assert "stopped: the election failed" in output
+
+
+async def test_a_follower_whose_token_the_leader_refuses_exits_with_an_error(
+    replicas: Replicas,
+) -> None:
+    # Given a leader with a token
+    replicas.start("a", env=replicas.cluster.env(FASTWORKER_AUTH_TOKEN="the-token"))
+    await replicas.leader()
+    # When a replica with another token follows it
+    follower = replicas.start("b", env=replicas.cluster.env(FASTWORKER_AUTH_TOKEN="another"))
+    assert follower.proc is not None
+    # Then it stops with an error naming the setting (exit code 1), instead of retrying
+    assert await asyncio.to_thread(follower.proc.wait, 30) == 1
+    output = follower.proc.output()
+    assert "the leader refused this replica" in output
+    assert "set FASTWORKER_AUTH_TOKEN" in output
+    assert "Traceback" not in output

@@ -12,9 +12,9 @@ from harness import wait_until
 
 from fastworker import Client, RequestRejected, TaskRegistry, task
 from fastworker.testing import free_port_block
+from fastworker_common.supervision import TaskDied
 from fastworker_control_plane.app import ControlPlane
 from fastworker_control_plane.config import ControlPlaneConfig
-from fastworker_control_plane.supervision import TaskDied
 
 DEADLINE = 5.0
 

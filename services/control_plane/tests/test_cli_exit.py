@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from fastworker_common.supervision import TaskDied
 from fastworker_control_plane import cli
 from fastworker_control_plane.app import ControlPlane
 from fastworker_control_plane.durability.journal import JournalError
-from fastworker_control_plane.supervision import TaskDied
 
 
 @pytest.mark.parametrize(

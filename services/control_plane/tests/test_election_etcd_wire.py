@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 
-from fastworker_control_plane.election import Term
+import pytest
+
+from fastworker_control_plane.election import CoordinatorRefused, CoordinatorRejected, Term
 from fastworker_control_plane.election import _etcd_wire as wire
+from fastworker_control_plane.election._etcd_http import _decode
 from fastworker_control_plane.election.terms import Tenure
 
 KEY = "/fw/leader"
@@ -98,3 +101,22 @@ def test_a_tenure_ends_at_the_renew_deadline_of_its_latest_renewal() -> None:
     assert tenure.valid(13.999)
     tenure.renewed(10.5)  # a late answer to an older request never shortens it
     assert tenure.valid_until == 14.0
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        # etcd 3.4 with its auth on, asked without credentials (seen from Debian's etcd)
+        (400, {"error": "etcdserver: user name is empty", "code": 3}),
+        (401, {"error": "etcdserver: invalid auth token", "code": 16}),
+        (403, {"error": "etcdserver: permission denied", "code": 7}),
+    ],
+)
+def test_an_answer_refusing_our_credentials_is_told_apart_from_other_errors(
+    status: int, body: dict[str, object]
+) -> None:
+    with pytest.raises(CoordinatorRefused):
+        _decode(json.dumps(body), status)
+    with pytest.raises(CoordinatorRejected) as other:
+        _decode(json.dumps({"error": "etcdserver: requested lease not found", "code": 5}), 404)
+    assert not isinstance(other.value, CoordinatorRefused)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 
 import pytest
@@ -9,8 +10,11 @@ import pytest
 from fastworker_control_plane.election import (
     BecameLeader,
     Conflict,
+    CoordinatorRefused,
     CoordinatorUnavailable,
     ElectionEvent,
+    ElectionFailed,
+    Elector,
     LeaseTiming,
     LostLeadership,
     ObservedLeader,
@@ -36,6 +40,7 @@ def drain(elector: KubernetesElector) -> list[ElectionEvent]:
     while not elector._events.empty():
         event = elector._events.get_nowait()
         assert event is not None
+        assert not isinstance(event, ElectionFailed)
         out.append(event)
     return out
 
@@ -147,3 +152,45 @@ async def test_an_unreachable_api_server_costs_the_leader_its_term_by_the_deadli
     await a.close()
     events = [e async for e in a.events()]
     assert [type(e) for e in events] == [BecameLeader, LostLeadership]
+
+
+class RefusingLease(InMemoryLease):
+    """An API server that refuses the pod's service account (its Role lacks the Lease)."""
+
+    async def get(self) -> LeaseRecord | None:
+        raise CoordinatorRefused("the Kubernetes API refused GET on the Lease with 403", 403)
+
+
+async def test_a_refused_candidate_stops_campaigning_and_its_events_say_why() -> None:
+    # Given an API server that refuses this candidate
+    elector = KubernetesElector(RefusingLease(), "a", (), LeaseTiming.from_lease(1.0))
+    # When it campaigns
+    await elector.start()
+    # Then the campaign ends for good, and the event feed raises why
+    with pytest.raises(ElectionFailed, match="403"):
+        await asyncio.wait_for(every_event(elector), 5)
+    assert elector.leading() is None
+    with pytest.raises(ElectionFailed):
+        await elector.start()
+    await elector.close()
+
+
+async def test_an_unavailable_api_server_is_retried_not_fatal() -> None:
+    # Given an API server that is down for a while
+    api = InMemoryLease()
+    api.available = False
+    elector = KubernetesElector(api, "a", (), LeaseTiming.from_lease(0.5))
+    await elector.start()
+    await asyncio.sleep(0.25)  # a few retry periods of 0.1 s fail
+    # When it comes back, the campaign (still running) wins
+    api.available = True
+    async with asyncio.timeout(5):
+        async for event in elector.events():
+            if isinstance(event, BecameLeader):
+                break
+    assert elector.leading() is not None
+    await elector.close()
+
+
+async def every_event(elector: Elector) -> list[ElectionEvent]:
+    return [event async for event in elector.events()]

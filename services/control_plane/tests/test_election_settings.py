@@ -19,10 +19,12 @@ def test_the_public_api_is_curated() -> None:
     assert set(election.__all__) == {
         "BecameLeader",
         "Conflict",
+        "CoordinatorRefused",
         "CoordinatorRejected",
         "CoordinatorUnavailable",
         "ElectionError",
         "ElectionEvent",
+        "ElectionFailed",
         "Elector",
         "EtcdTarget",
         "KubernetesTarget",

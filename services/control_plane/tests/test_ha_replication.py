@@ -14,6 +14,7 @@ from pathlib import Path
 import pynng
 import pytest
 
+from fastworker import Unauthorized
 from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.durability.entries import snapshot
@@ -53,7 +54,9 @@ class Leader:
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
 
-async def start_leader(directory: Path, **settings: object) -> Leader:
+async def start_leader(
+    directory: Path, auth_token: str | None = None, **settings: object
+) -> Leader:
     directory.mkdir()  # noqa: ASYNC240 (a test's own temporary directory)
     board = TaskBoard()
     engine = Engine(board, heartbeat_timeout=10)
@@ -69,6 +72,7 @@ async def start_leader(directory: Path, **settings: object) -> Leader:
         lambda: leading[0],
         ReplicationSettings(lag_bound=LAG_BOUND, heartbeat=0.1, **settings),  # type: ignore[arg-type]
         on_step_down=stepped.append,
+        auth_token=auth_token,
     )
     engine.replication = replication
     socket = pynng.Rep0(async_backend="asyncio")
@@ -202,6 +206,25 @@ async def test_a_follower_behind_a_compaction_gets_a_snapshot_and_holds_the_same
         mirror = (tmp_path / "follower" / "journal").read_bytes()
         assert mirror == (tmp_path / "leader" / "journal").read_bytes()
     finally:
+        await stop_leader(leader)
+
+
+async def test_a_follower_the_leader_refuses_stops_with_unauthorized_not_retrying(
+    tmp_path: Path,
+) -> None:
+    # Given a leader with a token, and a follower with another
+    leader = await start_leader(tmp_path / "leader", auth_token="the-token")
+    link = FollowerLink(
+        tmp_path / "follower", "b", max_message_size=1 << 20, silence=1.0, auth_token="other"
+    )
+    link.follow(leader.address)
+    try:
+        # When it follows, then its link ends with an error naming the setting to fix
+        with pytest.raises(Unauthorized, match="set FASTWORKER_AUTH_TOKEN"):
+            await asyncio.wait_for(link.run(), 5)
+        assert link.follower.epoch == 0  # it took nothing from that leader
+    finally:
+        link.close()
         await stop_leader(leader)
 
 

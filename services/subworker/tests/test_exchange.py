@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from fastworker import ControlPlaneUnavailable, RequestRejected, Task, TaskRegistry
+from fastworker import ControlPlaneUnavailable, RequestRejected, Task, TaskRegistry, Unauthorized
 from fastworker_protocol import Assign, Assignment, EncodeError, Outcome, TaskError
 from fastworker_subworker.exchange import (
     MAX_OUTSTANDING,
@@ -281,6 +281,22 @@ async def test_outcomes_rejected_again_and_again_go_again_after_ever_longer_paus
     rig.outbox.finished([ok("b")])
     await until(lambda: len(rig.link.calls) == 7)
     assert rig.pauses[4:] == [RETRY_PAUSE]
+
+
+async def test_a_refused_token_ends_the_exchange_and_nothing_is_sent_again(rig: Rig) -> None:
+    # Given a control plane that no longer accepts this worker's token (rotated away)
+    rig.link.replies = [Unauthorized("unauthorized", "missing or wrong auth token")]
+    rig.outbox.finished([ok("a")])
+    # When a fetch is refused
+    running = rig.start(hold=True)
+    rig.running = None  # it ends here, raising
+    # Then the run raises it at once, with no pause and no retry
+    with pytest.raises(Unauthorized):
+        await asyncio.wait_for(running, 5)
+    assert (len(rig.link.calls), rig.pauses) == (1, [])
+    # And a settle sends nothing more either (the outcomes stay: nowhere to send them)
+    await asyncio.wait_for(rig.exchange.settle(5), 5)
+    assert (len(rig.link.calls), rig.outbox.pending) == (1, 1)
 
 
 def test_the_backoff_doubles_up_to_its_cap_and_starts_over_after_a_success() -> None:

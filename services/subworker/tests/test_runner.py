@@ -15,7 +15,8 @@ import pytest
 from fastworker import Task, TaskRegistry
 from fastworker_protocol import Assignment, Outcome
 from fastworker_subworker.executor import Executor
-from fastworker_subworker.runner import CHUNK_WORK, PREFETCH_WORK, TaskRunner
+from fastworker_subworker.pools import CHUNK_WORK
+from fastworker_subworker.runner import PREFETCH_WORK, TaskRunner
 
 
 class Harness:
@@ -173,7 +174,7 @@ async def test_prefetch_is_wanted_after_trivial_tasks_and_not_after_a_slow_one(h
 
 async def test_queued_trivial_sync_tasks_share_thread_hops_in_chunks(h: Harness) -> None:
     runner, hops = h.runner(), list[object]()
-    pool = runner._threads._pool
+    pool = runner._threads._threads._pool
     submit = pool.submit
     pool.submit = lambda *a: hops.append(a) or submit(*a)  # type: ignore[method-assign,func-returns-value]
     runner.submit([assign("warm-up", "echo")])

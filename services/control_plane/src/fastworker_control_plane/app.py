@@ -16,6 +16,7 @@ import structlog
 
 from fastworker import TaskRegistry, __version__, default_registry
 from fastworker.tracing import active_tracer
+from fastworker_common.supervision import Fault, Supervisor, TaskDied
 from fastworker_control_plane.assembly import Assembly, Endpoint
 from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_control_plane.durability.entries import snapshot
@@ -27,7 +28,6 @@ from fastworker_control_plane.metrics import control_plane_registry
 from fastworker_control_plane.reclaim import Reclaimer
 from fastworker_control_plane.servers.discovery import DiscoveryAnnouncer
 from fastworker_control_plane.servers.reply_server import ReplyServer
-from fastworker_control_plane.supervision import Fault, Supervisor, TaskDied
 from fastworker_control_plane.tracing import DispatchTracer
 from fastworker_protocol import Announce, Codec, Priority
 from fastworker_subworker import Subworker, SubworkerConfig

@@ -19,11 +19,11 @@ from fastworker.cli.common import (
 )
 from fastworker.log_setup import configure_logging
 from fastworker_common.settings import add_option, add_settings, config_from
+from fastworker_common.supervision import TaskDied
 from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_control_plane.durability.journal import JournalError
 from fastworker_control_plane.ha.node import replicated_or_alone
 from fastworker_control_plane.launch import on_chosen_allocator
-from fastworker_control_plane.supervision import TaskDied
 from fastworker_subworker import TaskModuleError, load_task_modules
 from fastworker_subworker.allocator import return_large_blocks_to_the_system
 from fastworker_subworker.health import PortInUse, check

@@ -16,7 +16,8 @@ Outcomes are never dropped because a fetch failed. A control plane that answers
 heartbeat timeout) may still know those tasks: the subworker registers again and sends
 the outcomes with its next fetch. One that rejects the fetch otherwise (``internal``: say
 its journal cannot be written) is alive but refusing, so the same outcomes go again after
-a pause that doubles with each rejection (``Backoff``).
+a pause that doubles with each rejection (``Backoff``). One that refuses the token
+(``unauthorized``) will refuse every retry: ``run`` raises it, and nothing more is sent.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from fastworker import ControlPlaneUnavailable, RequestRejected, Timeout
+from fastworker import ControlPlaneUnavailable, RequestRejected, Timeout, Unauthorized
 from fastworker_protocol import EncodeError, ErrorCode, FailureReason, Outcome, TaskError
 from fastworker_subworker.link import ControlPlaneLink
 from fastworker_subworker.runner import TaskRunner
@@ -127,6 +128,7 @@ class Exchange:
         self._on_unknown_worker = on_unknown_worker
         self._pause = pause
         self._backoff = Backoff()
+        self.refused: Unauthorized | None = None  # the token was refused: send nothing more
         self._outstanding: set[asyncio.Task[None]] = set()
         self._quiet_until = 0.0
         # What ``run`` waits on between turns: resolved by news, a fetch ending, ``until``
@@ -139,12 +141,15 @@ class Exchange:
         self, until: asyncio.Event, *, hold: bool, ready: Callable[[], Awaitable[bool]]
     ) -> None:
         """Exchange until ``until`` is set. With ``hold``, keep a fetch outstanding for
-        work; without (draining), send only when there is something to report."""
+        work; without (draining), send only when there is something to report. Raises
+        ``Unauthorized`` once the control plane has refused the token."""
         loop = asyncio.get_running_loop()
         stopping = loop.create_task(until.wait())
         stopping.add_done_callback(self._poke)
         try:
             while not until.is_set():
+                if self.refused is not None:
+                    raise self.refused
                 if not await ready():
                     return
                 wants_work = hold and not self._outstanding
@@ -165,6 +170,8 @@ class Exchange:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while (self.outbox.pending or self._outstanding) and loop.time() < deadline:
+            if self.refused is not None:
+                return
             if self.outbox.pending and len(self._outstanding) < MAX_OUTSTANDING and registered():
                 self._send()
             elif not self._outstanding:
@@ -253,6 +260,10 @@ class Exchange:
             log.warning("unknown to the control plane; registering again", outcomes=len(outcomes))
             self.outbox.put_back([], outcomes)
             self._on_unknown_worker()
+            return
+        if isinstance(exc, Unauthorized):
+            self.refused = exc  # ``run`` raises it: no retry is sent
+            self.outbox.put_back(started, outcomes)
             return
         delay = self._backoff.next()
         log.error("fetch rejected", code=exc.code, error=exc.message, retry_in=delay)

@@ -29,6 +29,7 @@ from typing import Any
 import structlog
 
 from fastworker import TaskRegistry
+from fastworker_common.supervision import Policy, Supervisor
 from fastworker_subworker import child_wire as wire
 
 log = structlog.get_logger(__name__)
@@ -214,6 +215,8 @@ class ProcessPool:
         self._children: set[ChildProcess] = set()
         self._endings: set[asyncio.Task[None]] = set()  # children being stopped or killed
         self._respawns: set[asyncio.Task[None]] = set()
+        # A chore that fails is logged; the pool goes on (a respawn is tried again later).
+        self._chores = Supervisor()
         self._closed = False
         self.recycled = 0  # children retired by --max-tasks/--max-memory-per-child
         self.crashed = 0  # children that died under a task
@@ -264,12 +267,14 @@ class ProcessPool:
 
     def _replace(self, child: ChildProcess, ending: Coroutine[Any, Any, None]) -> None:
         self._children.discard(child)
-        self._chore(self._endings, ending)
+        self._chore("ending a child process", self._endings, ending)
         if not self._closed:
-            self._chore(self._respawns, self._respawn())
+            self._chore("starting a child process", self._respawns, self._respawn())
 
-    def _chore(self, chores: set[asyncio.Task[None]], work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(_logged(work))
+    def _chore(
+        self, name: str, chores: set[asyncio.Task[None]], work: Coroutine[Any, Any, None]
+    ) -> None:
+        task = self._chores.spawn(name, work, policy=Policy.LOG)
         chores.add(task)
         task.add_done_callback(chores.discard)
 
@@ -307,15 +312,6 @@ class ProcessPool:
         ]
         self._children.clear()
         await asyncio.gather(*endings, *self._endings, return_exceptions=True)
-
-
-async def _logged(work: Coroutine[Any, Any, None]) -> None:
-    try:
-        await work
-    except asyncio.CancelledError:
-        raise
-    except Exception:
-        log.exception("process pool upkeep failed")
 
 
 def cpu_count() -> int:

@@ -1,6 +1,6 @@
 """The threads sync tasks run on, and when a chunk of them really starts.
 
-The pool has ``concurrency * 2 + 2`` threads: the runner's lanes use at most
+The pool has ``concurrency * 2 + 2`` threads: the thread pool's lanes use at most
 ``concurrency``, the rest is room for stragglers (tasks abandoned by a timeout or a cancel
 keep their thread until they return). When stragglers hold every thread, a chunk waits in
 the pool's queue, and that wait is not run time: its thread tells the loop when the chunk
@@ -14,7 +14,7 @@ four times as much per hand-over (its work items, a concurrent future chained to
 one), and a trivial task pays that twice per run. Its threads are daemons: an abandoned
 task still running when the process exits does not hold the exit up.
 
-This module never decides what to run or report; the runner does.
+This module never decides what to run or report; ``thread_pool`` does.
 """
 
 from __future__ import annotations
@@ -165,14 +165,14 @@ async def finishes_in_time(
     running: asyncio.Future[list[Outcome]],
     began: asyncio.Future[float],
     stop: asyncio.Future[FailureReason],
-    timeout: float,
+    time_limit: float,
 ) -> bool:
-    """Whether ``running`` ends before ``stop`` and before ``timeout`` seconds from its
+    """Whether ``running`` ends before ``stop`` and before ``time_limit`` seconds from its
     start on a thread (``began``): the clock does not run while it waits for one."""
     waited: set[asyncio.Future[Any]] = {running, began, stop}
     done, _ = await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
     if done == {began}:
-        remaining = max(0.0, began.result() + timeout - time.monotonic())
+        remaining = max(0.0, began.result() + time_limit - time.monotonic())
         waited = {running, stop}
         done, _ = await asyncio.wait(waited, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
     return running in done

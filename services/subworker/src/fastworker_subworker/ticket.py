@@ -8,9 +8,9 @@ function) or ``abandoned`` (the loop), under a lock, whichever comes first. So a
 loop has reported stopped never starts afterwards, and a task that did start is known to
 have started.
 
-It must never block or call back into the loop itself: the runner does that. Every sync
+It must never block or call back into the loop itself: ``thread_pool`` does that. Every sync
 task gets one, so it is kept cheap: small-int states, and a lock shared by all the tickets
-of a runner (each holds it only for a check-and-set).
+of a thread pool (each holds it only for a check-and-set).
 """
 
 from __future__ import annotations

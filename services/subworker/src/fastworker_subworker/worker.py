@@ -6,7 +6,9 @@ Lifecycle (the protocol's worker state machine): INIT -> STARTING (locate and re
 STOPPING (flush reports, unregister) -> STOPPED.
 
 If the control plane restarts (a new instance announces itself, or it answers
-``unknown_worker``), the subworker registers again by itself. Replicated control planes
+``unknown_worker``), the subworker registers again by itself. One that refuses its token
+(``unauthorized``) is not retried: no retry can fix it, so the subworker drains and ``run``
+raises ``Unauthorized``. Replicated control planes
 look the same from here: their discovery addresses are listed (comma-separated), every
 replica announces the leader, and a new leader is a new instance announcing itself; until
 one does, a deposed leader's ``unavailable`` is retried like a lost connection.
@@ -25,10 +27,17 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from fastworker import ControlPlaneUnavailable, RequestRejected, TaskRegistry, Timeout
+from fastworker import (
+    ControlPlaneUnavailable,
+    RequestRejected,
+    TaskRegistry,
+    Timeout,
+    Unauthorized,
+)
 from fastworker import default_registry as _default_registry
 from fastworker._discovery import DiscoveryPeer
 from fastworker.tracing import active_tracer
+from fastworker_common.supervision import Fault, Policy, Supervisor
 from fastworker_protocol import (
     Codec,
     WorkerEvent,
@@ -86,6 +95,8 @@ class Subworker:
         self._outbox = Outbox()
         self._runner: TaskRunner | None = None
         self._exchange: Exchange | None = None
+        # The exchange's death drains the subworker (see ``_faulted``).
+        self._supervisor = Supervisor(self._faulted, permanent=(Unauthorized,))
         self.stats = RunStats()
         self.processes = self._process_pool()
 
@@ -108,7 +119,13 @@ class Subworker:
 
     def request_stop(self) -> None:
         """Begin a graceful drain (what SIGTERM does)."""
+        self._supervisor.stop()
         self._stop_requested.set()
+
+    def _faulted(self, fault: Fault) -> None:
+        """The exchange died: drain as if asked to stop (``run`` raises it afterwards if it
+        is an ``Unauthorized``: the token is wrong, and a restart would not fix it)."""
+        self.request_stop()
 
     async def wait_ready(self) -> None:
         await self._ready.wait()
@@ -163,7 +180,7 @@ class Subworker:
             self._outbox, runner, self.config.fetch_wait, self._mark_unregistered, self._pause
         )
         self._exchange = exchange
-        background: list[asyncio.Task[None]] = []
+        watching: asyncio.Task[None] | None = None
         web = self._web_server()
         try:
             await runner.start()
@@ -173,15 +190,13 @@ class Subworker:
             if self._address is not None:
                 self._link = self._new_link(self._address)
                 if discovery is not None:  # from now: the first leader may be gone already
-                    background.append(
-                        asyncio.get_running_loop().create_task(self._watch(discovery))
+                    watching = self._supervisor.spawn(
+                        "the discovery watch", self._watch(discovery), policy=Policy.LOG
                     )
                 if await self._register():
-                    await self._serve(runner, exchange, background)
+                    await self._serve(runner, exchange)
         finally:
-            for task in background:
-                task.cancel()
-            await asyncio.gather(*background, return_exceptions=True)
+            await self._supervisor.end(watching)
             exchange.close()
             await runner.close()
             if self._link is not None:
@@ -223,27 +238,17 @@ class Subworker:
             auth=self.config.auth_token,
         )
 
-    async def _serve(
-        self,
-        runner: TaskRunner,
-        exchange: Exchange,
-        background: list[asyncio.Task[None]],
-    ) -> None:
-        """RUNNING until asked to stop, then DRAINING, then STOPPING."""
+    async def _serve(self, runner: TaskRunner, exchange: Exchange) -> None:
+        """RUNNING until asked to stop (or the exchange dies), then DRAINING, then
+        STOPPING."""
         assert self._link is not None
         self._advance(WorkerEvent.READY)
         self._ready.set()
-        loop = asyncio.get_running_loop()
-        exchanging = loop.create_task(
-            exchange.run(self._stop_requested, hold=True, ready=self._registered)
+        exchanging = self._supervisor.spawn(
+            "the exchange", exchange.run(self._stop_requested, hold=True, ready=self._registered)
         )
-        stopping = loop.create_task(self._stop_requested.wait())
-        await asyncio.wait([exchanging, stopping], return_when=asyncio.FIRST_COMPLETED)
-        stopping.cancel()
-        await asyncio.gather(stopping, return_exceptions=True)
+        await self._stop_requested.wait()
         self._advance(WorkerEvent.DRAIN)
-        if exchanging.done() and not exchanging.cancelled() and exchanging.exception():
-            log.error("exchange failed; draining", exc_info=exchanging.exception())
         await asyncio.gather(exchanging, return_exceptions=True)
         await self._drain(runner, exchange)
         self._advance(WorkerEvent.STOP)
@@ -251,6 +256,9 @@ class Subworker:
             await self._hand_over(exchange)
             with contextlib.suppress(ControlPlaneUnavailable, Timeout, RequestRejected):
                 await self._link.unregister(_GOODBYE_TIMEOUT)
+        fault = self._supervisor.fault
+        if fault is not None and isinstance(fault.error, Unauthorized):
+            raise fault.error
 
     async def _hand_over(self, exchange: Exchange) -> None:
         """Send what is left before leaving. A control plane that forgot this worker (it

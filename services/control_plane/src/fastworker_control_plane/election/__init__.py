@@ -51,9 +51,11 @@ from __future__ import annotations
 from fastworker_control_plane.election.base import Elector
 from fastworker_control_plane.election.errors import (
     Conflict,
+    CoordinatorRefused,
     CoordinatorRejected,
     CoordinatorUnavailable,
     ElectionError,
+    ElectionFailed,
 )
 from fastworker_control_plane.election.factory import elector_from_url
 from fastworker_control_plane.election.settings import (
@@ -73,10 +75,12 @@ from fastworker_control_plane.election.terms import (
 __all__ = [
     "BecameLeader",
     "Conflict",
+    "CoordinatorRefused",
     "CoordinatorRejected",
     "CoordinatorUnavailable",
     "ElectionError",
     "ElectionEvent",
+    "ElectionFailed",
     "Elector",
     "EtcdTarget",
     "KubernetesTarget",

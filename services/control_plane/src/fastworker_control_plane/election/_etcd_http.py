@@ -13,7 +13,16 @@ from collections.abc import AsyncGenerator
 import aiohttp
 
 from fastworker_control_plane.election._etcd_wire import JSON
-from fastworker_control_plane.election.errors import CoordinatorRejected, CoordinatorUnavailable
+from fastworker_control_plane.election.errors import (
+    CoordinatorRefused,
+    CoordinatorRejected,
+    CoordinatorUnavailable,
+)
+
+# etcd refuses a client without credentials when its auth is on: gRPC's UNAUTHENTICATED or
+# PERMISSION_DENIED, or (3.4, HTTP 400, INVALID_ARGUMENT) one of these messages.
+REFUSED_CODES = (16, 7)
+REFUSED_MESSAGES = ("etcdserver: user name is empty", "etcdserver: authentication failed")
 
 
 class EtcdHttp:
@@ -83,8 +92,11 @@ def _decode(text: str, status: int) -> JSON:
     if not isinstance(data, dict):
         raise CoordinatorRejected(f"etcd answered HTTP {status} with {type(data).__name__}")
     if status != 200 or ("error" in data and "result" not in data):
-        raise CoordinatorRejected(
-            f"etcd error: {data.get('message') or data.get('error') or status}",
-            code=int(data.get("code", 0)),
-        )
+        code = int(data.get("code", 0))
+        said = data.get("message") or data.get("error") or status
+        if status in (401, 403) or code in REFUSED_CODES or str(said).startswith(REFUSED_MESSAGES):
+            raise CoordinatorRefused(
+                f"etcd refused this control plane (HTTP {status}): {said}", code=code
+            )
+        raise CoordinatorRejected(f"etcd error: {said}", code=code)
     return data

@@ -2,6 +2,11 @@
 
 An elector never acts for the caller: it reports changes, and answers ``leading()`` from
 its local fencing clock, which the caller must consult before every act of a leader.
+
+A backend's campaign runs as a supervised task (``fastworker_common.supervision``): an
+error is logged and the campaign retried every retry period, except a
+``CoordinatorRefused`` (credentials or permissions), which no retry can fix: the term is
+lost and ``events()`` raises ``ElectionFailed``.
 """
 
 from __future__ import annotations
@@ -9,8 +14,14 @@ from __future__ import annotations
 import abc
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
+from fastworker_common.supervision import Fault, Restart, Supervisor
+from fastworker_control_plane.election.errors import (
+    CoordinatorRefused,
+    ElectionError,
+    ElectionFailed,
+)
 from fastworker_control_plane.election.settings import LeaseTiming
 from fastworker_control_plane.election.terms import (
     BecameLeader,
@@ -30,7 +41,7 @@ class Elector(abc.ABC):
     ``start()`` begins campaigning; ``events()`` yields every change in order;
     ``leading()`` says whether this candidate may act as leader *now*; ``resign()`` gives a
     term up and stops campaigning (``start()`` resumes); ``close()`` resigns and ends
-    ``events()``.
+    ``events()``; a campaign ended for good makes ``events()`` raise ``ElectionFailed``.
     """
 
     def __init__(
@@ -46,7 +57,9 @@ class Elector(abc.ABC):
         self.addresses = tuple(addresses)
         self.timing = timing or LeaseTiming()
         self.clock = clock
-        self._events: asyncio.Queue[ElectionEvent | None] = asyncio.Queue()
+        self._events: asyncio.Queue[ElectionEvent | ElectionFailed | None] = asyncio.Queue()
+        self._supervisor = Supervisor(self._failed, permanent=(CoordinatorRefused,))
+        self._campaign: asyncio.Task[None] | None = None
         self._tenure: Tenure | None = None
         self._observed: Term | None = None
         self._fence_timer: asyncio.TimerHandle | None = None
@@ -88,9 +101,33 @@ class Elector(abc.ABC):
             event = await self._events.get()
             if event is None:
                 return
+            if isinstance(event, ElectionFailed):
+                raise event
             yield event
 
     # what backends use
+
+    def _start_campaign(self, name: str, attempt: Callable[[], Awaitable[None]]) -> None:
+        """Run ``attempt`` again and again (``retry_period`` after an error) until
+        ``_stop_campaign``; a ``CoordinatorRefused`` ends it for good."""
+        if self._closed:
+            raise ElectionError("this elector is closed")
+        if self._supervisor.fault is not None:
+            raise ElectionFailed(str(self._supervisor.fault))
+        if self._campaign is None or self._campaign.done():
+            retry = Restart(self.timing.retry_period, expected=(ElectionError,))
+            self._campaign = self._supervisor.keep(name, attempt, retry)
+
+    async def _stop_campaign(self) -> None:
+        campaign, self._campaign = self._campaign, None
+        await self._supervisor.end(campaign)
+
+    def _failed(self, fault: Fault) -> None:
+        self._lose("the campaign ended for good")
+        if not self._closed:
+            failed = ElectionFailed(str(fault))
+            failed.__cause__ = fault.error
+            self._events.put_nowait(failed)
 
     def _emit(self, event: ElectionEvent) -> None:
         if not self._closed:

@@ -19,5 +19,15 @@ class CoordinatorRejected(ElectionError):
         self.code = code
 
 
+class CoordinatorRefused(CoordinatorRejected):
+    """The coordinator refuses this candidate (not authenticated, or not permitted: HTTP
+    401/403, etcd's unauthenticated/permission denied): no retry can help."""
+
+
+class ElectionFailed(ElectionError):
+    """The campaign ended for good (a ``CoordinatorRefused``): this candidate cannot lead
+    or follow an election until it is reconfigured."""
+
+
 class Conflict(CoordinatorRejected):
     """An optimistic-concurrency write lost the race (HTTP 409): read again, then decide."""

@@ -44,19 +44,15 @@ class EtcdElector(Elector):
         super().__init__(candidate_id, addresses, timing, clock)
         self.target = target
         self._http = EtcdHttp(target.endpoints, request_timeout=self.timing.retry_period)
-        self._task: asyncio.Task[None] | None = None
         self._lease: int | None = None
         self._stale_leases: list[int] = []
         self._value = wire.candidate_value(candidate_id, self.addresses)
 
     async def start(self) -> None:
-        if self._closed:
-            raise ElectionError("this elector is closed")
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._run(), name=f"etcd-elector-{self.candidate_id}")
+        self._start_campaign("the etcd campaign", self._campaign_once)
 
     async def resign(self) -> None:
-        await self._stop_campaigning()
+        await self._stop_campaign()
         term = self._lose("resigned")
         lease, self._lease = self._lease, None
         if term is not None:
@@ -78,26 +74,7 @@ class EtcdElector(Elector):
             await self._http.close()
             self._end_events()
 
-    async def _stop_campaigning(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    # the campaign
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self._campaign_once()
-            except ElectionError as exc:
-                log.warning("election.etcd_unavailable", error=str(exc))
-                await asyncio.sleep(self.timing.retry_period)
-            except Exception:
-                # A malformed answer must not end the campaign; the fence still holds.
-                log.exception("election.etcd_campaign_failed")
-                await asyncio.sleep(self.timing.retry_period)
+    # the campaign (run again and again by ``Elector._start_campaign``)
 
     async def _campaign_once(self) -> None:
         await self._revoke_stale()

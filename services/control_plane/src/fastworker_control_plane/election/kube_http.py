@@ -15,6 +15,7 @@ import aiohttp
 
 from fastworker_control_plane.election.errors import (
     Conflict,
+    CoordinatorRefused,
     CoordinatorRejected,
     CoordinatorUnavailable,
 )
@@ -105,6 +106,12 @@ class HttpLease:
             raise Conflict("the Lease changed since it was read", code=409)
         if status == 404 and method == "GET":
             return status, {}
+        if status in (401, 403):  # the service account's token, or its RBAC
+            raise CoordinatorRefused(
+                f"the Kubernetes API refused {method} on the Lease with {status}: "
+                "check the service account's Role (get, create, update on leases)",
+                status,
+            )
         if status >= 300 or not isinstance(answer, dict):
             raise CoordinatorRejected(f"Kubernetes API answered {method} with {status}", status)
         return status, answer

@@ -51,7 +51,6 @@ class KubernetesElector(Elector):
         self.api = api
         self.wall = wall
         self.machine = LeaseCandidate(candidate_id, self.timing, self.addresses)
-        self._task: asyncio.Task[None] | None = None
 
     @classmethod
     def in_cluster(
@@ -69,17 +68,10 @@ class KubernetesElector(Elector):
         return cls(api, candidate_id, addresses, timing, clock)
 
     async def start(self) -> None:
-        if self._closed:
-            raise ElectionError("this elector is closed")
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._run(), name=f"lease-elector-{self.candidate_id}")
+        self._start_campaign("the Lease campaign", self._round)
 
     async def resign(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._stop_campaign()
         if self._lose("resigned") is None:
             self.machine.abdicate()
             return
@@ -99,16 +91,11 @@ class KubernetesElector(Elector):
             await self.api.close()
             self._end_events()
 
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.attempt()
-            except ElectionError as exc:
-                log.warning("election.lease_attempt_failed", error=str(exc))
-            except Exception:
-                # A malformed answer must not end the campaign; the fence still holds.
-                log.exception("election.lease_attempt_crashed")
-            await asyncio.sleep(self.timing.retry_period)
+    async def _round(self) -> None:
+        """One attempt, then a retry period (``Elector._start_campaign`` runs it again, and
+        waits the retry period itself after an error)."""
+        await self.attempt()
+        await asyncio.sleep(self.timing.retry_period)
 
     async def attempt(self) -> None:
         """One read-decide-write round; on 409 one immediate re-read and retry."""

@@ -5,7 +5,8 @@ It dials the leader's replication socket (REQ) and sends where it is (an ``Ack``
 machine, carried out on disk by the ``Replica`` (fdatasynced, in a thread) and
 acknowledged by the next request. A leader holds a request while nothing is new and
 sends a heartbeat every ``HEARTBEAT``; silence for ``silence`` seconds, or a new
-leader, redials. The replica holds the state dir's lock until ``close``.
+leader, redials. The replica holds the state dir's lock until ``close``. A leader that
+refuses this replica's token would refuse every retry: ``run`` raises ``Unauthorized``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import msgspec
 import pynng
 import structlog
 
+from fastworker.errors import Unauthorized
 from fastworker.tls import TLS, dial_config
 from fastworker_control_plane.replication import messages as m
 from fastworker_control_plane.replication.follower import Follower, Phase
@@ -63,7 +65,8 @@ class FollowerLink:
             self._changed.set()
 
     async def run(self) -> None:
-        """Follow whichever leader ``follow`` names, until cancelled."""
+        """Follow whichever leader ``follow`` names, until cancelled (or refused:
+        ``Unauthorized``)."""
         while True:
             self._changed.clear()
             address = self._leader
@@ -123,6 +126,12 @@ class FollowerLink:
             return None
         if not isinstance(message, m.Hello | m.Append | m.Snapshot):
             return None
+        if isinstance(message, m.Hello) and message.refused == m.UNAUTHORIZED:
+            raise Unauthorized(
+                "unauthorized",
+                "the leader refused this replica: missing or wrong auth token (set "
+                "FASTWORKER_AUTH_TOKEN to the same token on every replica)",
+            )
         instructions = self.follower.receive(message)
         try:
             reply = await asyncio.to_thread(self._replica.carry_out, instructions)

@@ -232,7 +232,8 @@ class LeaderReplication:
         if self._auth is not None and not self._auth.accepts(said.auth):
             log.warning("replication: a follower without the auth token", replica=said.replica)
             await asyncio.sleep(self.settings.heartbeat)  # no tight loop for a misconfigured one
-            return m.Hello(epoch=self.epoch, log_id=b"", size=0)  # nothing of the journal
+            # Nothing of the journal; and a follower that knows ``refused`` stops asking.
+            return m.Hello(epoch=self.epoch, log_id=b"", size=0, refused=m.UNAUTHORIZED)
         if isinstance(said, m.Ack):
             self.tracker.acked(said.replica or "?", said.log_id, said.durable, self._clock())
             self.release()

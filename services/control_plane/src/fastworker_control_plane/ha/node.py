@@ -28,10 +28,17 @@ from pathlib import Path
 
 import structlog
 
-from fastworker import TaskRegistry, __version__, default_registry
+from fastworker import TaskRegistry, Unauthorized, __version__, default_registry
+from fastworker_common.supervision import Fault, Policy, Supervisor, TaskDied
 from fastworker_control_plane.app import ControlPlane, announcement
 from fastworker_control_plane.config import ControlPlaneConfig
-from fastworker_control_plane.election import Elector, Term, elector_from_url
+from fastworker_control_plane.election import (
+    ElectionEvent,
+    ElectionFailed,
+    Elector,
+    Term,
+    elector_from_url,
+)
 from fastworker_control_plane.ha import addresses
 from fastworker_control_plane.ha.follower import FollowerLink
 from fastworker_control_plane.ha.leader import Leadership, ReplicationSettings
@@ -39,7 +46,6 @@ from fastworker_control_plane.ha.metrics import ReplicaCollector
 from fastworker_control_plane.ha.standby import Standby
 from fastworker_control_plane.replication.follower import Phase
 from fastworker_control_plane.replication.replica import remember_epoch
-from fastworker_control_plane.supervision import TaskDied
 
 log = structlog.get_logger(__name__)
 
@@ -66,6 +72,8 @@ class ReplicatedControlPlane:
         self._stepped_down = False
         self._campaigning = False
         self._leaderless_since: float | None = None  # monotonic: since no leader was seen
+        # A task this replica cannot run without that dies stops it (see ``supervision``).
+        self._supervisor = Supervisor(self._faulted, permanent=(ElectionFailed, Unauthorized))
         self.collector = ReplicaCollector(self)
 
     # --- the process ----------------------------------------------------------------------
@@ -76,7 +84,8 @@ class ReplicatedControlPlane:
 
     async def run(self) -> None:
         """Follow or lead until ``request_stop``; raises ``TaskDied`` if a leader term
-        ended with a fault (after giving the term up, so a follower takes over at once)."""
+        ended with a fault (after giving the term up, so a follower takes over at once), or
+        a task the replica cannot run without died (the follower link, the election)."""
         elector = elector_from_url(
             self.config.leader_election or "",
             self.candidate_id,
@@ -84,8 +93,10 @@ class ReplicatedControlPlane:
             lease_duration=self.config.lease_duration,
         )
         self._elector = elector
-        watching = asyncio.get_running_loop().create_task(self._watch(elector))
-        watching.add_done_callback(_report_death)
+        # The watcher's death is logged: the loops below check the elector every ``POLL``.
+        watching = self._supervisor.spawn(
+            "the election watcher", self._watch(elector), policy=Policy.LOG
+        )
         try:
             while not self._stop.is_set():
                 term = await self._follow(elector)
@@ -93,25 +104,37 @@ class ReplicatedControlPlane:
                     break
                 await self._lead(elector, term)
         finally:
+            self._supervisor.stop()
             await elector.close()
-            watching.cancel()
-            await asyncio.gather(watching, return_exceptions=True)
+            await self._supervisor.end(watching)
             log.info("replica stopped", replica=self.candidate_id)
+        fault = self._supervisor.fault
+        if fault is not None:
+            raise TaskDied(f"stopped: {fault}") from fault.error
+
+    def _faulted(self, fault: Fault) -> None:
+        self.request_stop()  # ``run`` closes everything, then raises
 
     async def _watch(self, elector: Elector) -> None:
-        async for event in elector.events():
-            term = event.term
-            if term is not None and term.epoch > self.epoch:
-                if self.epoch:
-                    self.failovers += 1
-                self.epoch = term.epoch
-            log.info(
-                "election",
-                change=type(event).__name__,
-                leader=None if term is None else term.leader_id,
-                epoch=None if term is None else term.epoch,
-            )
-            self._changed.set()
+        try:
+            async for event in elector.events():
+                self._observed(event)
+        except ElectionFailed as exc:  # a permanent error (credentials): no retry can help
+            self._supervisor.report("the election", exc)
+
+    def _observed(self, event: ElectionEvent) -> None:
+        term = event.term
+        if term is not None and term.epoch > self.epoch:
+            if self.epoch:
+                self.failovers += 1
+            self.epoch = term.epoch
+        log.info(
+            "election",
+            change=type(event).__name__,
+            leader=None if term is None else term.leader_id,
+            epoch=None if term is None else term.epoch,
+        )
+        self._changed.set()
 
     # --- following ---------------------------------------------------------------------------
 
@@ -126,13 +149,13 @@ class ReplicatedControlPlane:
             auth_token=self.config.auth_token,
         )
         self.link = link
-        standby = Standby(self.config, self.collector, self._standby_readiness, self.details)
-        receiving = asyncio.get_running_loop().create_task(link.run())
+        standby = Standby(
+            self.config, self.collector, self._standby_readiness, self.details, self._supervisor
+        )
+        receiving = self._supervisor.spawn("the follower link", link.run())
         try:
             await standby.start()
             while not self._stop.is_set():
-                if receiving.done():
-                    receiving.result()  # a bug in the link: let it show
                 term = elector.leading()
                 if term is not None:
                     return term
@@ -145,8 +168,7 @@ class ReplicatedControlPlane:
                 await self._wait_for_change(POLL)
             return None
         finally:
-            receiving.cancel()
-            await asyncio.gather(receiving, return_exceptions=True)
+            await self._supervisor.end(receiving)
             await standby.close()
             link.close()
             self.link = None
@@ -256,13 +278,6 @@ class ReplicatedControlPlane:
 
     def _replication_address(self) -> str:
         return self.config.advertise(self.config.replication_port_number)
-
-
-def _report_death(task: asyncio.Task[None]) -> None:
-    """The election watcher must run until ``run`` ends it; if it dies, say so (the
-    replica goes on: its loop checks the elector itself every ``POLL``)."""
-    if not task.cancelled() and (error := task.exception()) is not None:
-        log.error("the election watcher died", error=repr(error))
 
 
 def replicated_or_alone(

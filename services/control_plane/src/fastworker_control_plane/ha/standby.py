@@ -10,6 +10,7 @@ import pynng
 from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 
+from fastworker_common.supervision import Policy, Supervisor
 from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_control_plane.servers.discovery import DiscoveryAnnouncer
 from fastworker_protocol import Announce, Codec
@@ -26,8 +27,10 @@ class Standby:
         collector: Collector,
         readiness: Readiness,
         details: Callable[[], dict[str, object]],
+        supervisor: Supervisor,
     ) -> None:
         self._config = config
+        self._supervisor = supervisor
         codec = Codec(config.max_message_size)
         self._bus = pynng.Bus0(
             recv_max_size=2 * codec.max_message_size,
@@ -58,7 +61,9 @@ class Standby:
             raise PortInUse(
                 f"{address} is already in use (choose another --discovery-port)"
             ) from None
-        self._announcer.start()
+        # A follower goes on without its announcer, as a leader does not (it stops).
+        for name, task in self._announcer.start().items():
+            self._supervisor.watch(name, task, policy=Policy.LOG)
         if self._web is not None:
             await self._web.start()
 

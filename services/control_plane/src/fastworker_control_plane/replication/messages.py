@@ -41,10 +41,16 @@ class Message(
 
 
 class Hello(Message, tag="hello"):
-    """A leader starts a session: its term, its log and how much of it is durable."""
+    """A leader starts a session: its term, its log and how much of it is durable.
+    ``refused``: why it sends nothing of its log (``UNAUTHORIZED``: the follower's token)."""
 
     log_id: bytes
     size: int
+    refused: str = ""
+
+
+# Why a leader refused a follower (stable codes).
+UNAUTHORIZED = "unauthorized"  # the follower lacks the control planes' shared token
 
 
 class Append(Message, tag="append"):

@@ -35,6 +35,7 @@ from typing import Any, Self, TypeVar
 from fastworker import SyncClient, TaskRegistry, default_registry
 from fastworker import _local as local
 from fastworker.errors import FastWorkerError, Timeout, rejection
+from fastworker_common.supervision import Fault, Supervisor
 from fastworker_control_plane.assembly import Assembly, Endpoint, Pace
 from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_control_plane.core import queue_controls
@@ -117,6 +118,7 @@ class Cluster:
         self._stopping = False
         self._fault: BaseException | None = None
         self._background: list[asyncio.Task[None]] = []  # the subworkers
+        self._supervisor = Supervisor(self._faulted)  # a subworker that dies ends the goal
         self._upkeep: asyncio.Task[None] | None = None
         self.workers: list[Subworker] = []
         self._engine: Engine | None = None
@@ -203,6 +205,7 @@ class Cluster:
 
     async def _shutdown(self) -> None:
         self._stopping = True  # the subworkers' drain need not take real time
+        self._supervisor.stop()
         for worker in self.workers:
             worker.request_stop()
         running = [task for task in self._background if not task.done()]
@@ -216,13 +219,11 @@ class Cluster:
         await asyncio.gather(*everything, return_exceptions=True)
 
     def _watch(self, work: Coroutine[Any, Any, None]) -> None:
-        task = self._loop.create_task(work)
-        self._background.append(task)
-        task.add_done_callback(self._ended)
+        self._background.append(self._supervisor.spawn("a subworker", work))
 
-    def _ended(self, task: asyncio.Task[None]) -> None:
-        if not task.cancelled() and task.exception() is not None and self._fault is None:
-            self._fault = task.exception()
+    def _faulted(self, fault: Fault) -> None:
+        if self._fault is None:
+            self._fault = fault.error
             self._finish_goal(f"a part of the cluster died: {self._fault!r}")
 
     # --- the clock --------------------------------------------------------------------------
