@@ -124,9 +124,14 @@ def registered(engine: Engine) -> list[Any]:
 
 
 def _whole(signature: TaskSignature) -> dict[str, Any]:
-    fields = msgspec.structs.asdict(signature)
-    fields["params"] = [msgspec.structs.asdict(p) for p in signature.params]
+    fields = _by_wire_name(signature)
+    fields["params"] = [_by_wire_name(p) for p in signature.params]
     return fields
+
+
+def _by_wire_name(struct: msgspec.Struct) -> dict[str, Any]:
+    """Every field under its name on the wire (``time_limit`` is ``timeout`` there)."""
+    return {f.encode_name: getattr(struct, f.name) for f in msgspec.structs.fields(struct)}
 
 
 def schedules(engine: Engine, now: float) -> list[Any]:
