@@ -10,8 +10,6 @@ async with Client() as client:
     result = await client.submit_task("add", args=(2, 3))
 """
 
-from fastworker import _nng_exit  # noqa: F401  (before any pynng object exists)
-from fastworker._context import TaskContext, current_task
 from fastworker._default import configure, default_client
 from fastworker._operations import FailedPage, Retries
 from fastworker._task import Task, TaskRegistry, default_registry, task
@@ -34,6 +32,8 @@ from fastworker.errors import (
 )
 from fastworker.sync_client import SyncClient
 from fastworker.tls import TLS, TLSError
+from fastworker_common import nng_exit  # noqa: F401  (before any pynng object exists)
+from fastworker_common.context import TaskContext, current_task
 from fastworker_protocol import DeadLetter, Priority, Retried, ScheduleInfo, TaskError, TaskResult
 from fastworker_protocol import TaskState as TaskStatus
 

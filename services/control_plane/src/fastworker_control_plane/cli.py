@@ -21,6 +21,8 @@ from fastworker.cli.common import (
 )
 from fastworker.log_setup import configure_logging
 from fastworker.options import add_option, queue_weights
+from fastworker_common.allocator import return_large_blocks_to_the_system
+from fastworker_common.health import PortInUse, check
 from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_control_plane.durability.journal import JournalError
 from fastworker_control_plane.ha.node import replicated_or_alone
@@ -32,9 +34,7 @@ from fastworker_protocol import (
     DEFAULT_MAX_MESSAGE_SIZE,
 )
 from fastworker_subworker import TaskModuleError, load_task_modules
-from fastworker_subworker.allocator import return_large_blocks_to_the_system
 from fastworker_subworker.cli import add_recycling_options
-from fastworker_subworker.health import PortInUse, check
 from fastworker_subworker.processes import cpu_count
 
 _D = ControlPlaneConfig.__dataclass_fields__

@@ -7,6 +7,7 @@ import socket
 from dataclasses import dataclass, field
 
 from fastworker.tls import TLS
+from fastworker_common.tokens import Tokens
 from fastworker_control_plane.core.board_types import DEFAULT_MAX_QUEUED
 from fastworker_control_plane.core.dead_letters import (
     DEFAULT_DEAD_LETTER_MAX,
@@ -30,7 +31,6 @@ from fastworker_protocol import (
     tcp_address,
 )
 from fastworker_subworker.processes import cpu_count
-from fastworker_subworker.tokens import Tokens
 
 _WILDCARDS = {"0.0.0.0", "::", "*", ""}
 REPLICATION_OFFSET = 6  # the replication port is the base port + 6 unless set

@@ -7,7 +7,6 @@ import os
 import sys
 from collections.abc import Sequence
 
-from fastworker._leader import addresses
 from fastworker.cli.common import (
     EXIT_OK,
     EXIT_TASK_FAILED,
@@ -23,10 +22,11 @@ from fastworker.cli.common import (
 from fastworker.errors import Unauthorized
 from fastworker.log_setup import configure_logging
 from fastworker.options import add_option, queue_weights
-from fastworker.tls import TLSError, dial_config
+from fastworker_common.allocator import return_large_blocks_to_the_system
+from fastworker_common.health import PortInUse, check
+from fastworker_common.leader import addresses
+from fastworker_common.tls import TLSError, dial_config
 from fastworker_protocol import DEFAULT_DISCOVERY_ADDRESS, DEFAULT_MAX_MESSAGE_SIZE, EncodeError
-from fastworker_subworker.allocator import return_large_blocks_to_the_system
-from fastworker_subworker.health import PortInUse, check
 from fastworker_subworker.loader import TaskModuleError, load_task_modules
 from fastworker_subworker.processes import ChildBroken, cpu_count
 from fastworker_subworker.worker import Subworker, SubworkerConfig

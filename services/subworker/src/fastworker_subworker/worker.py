@@ -28,9 +28,9 @@ import structlog
 
 from fastworker import ControlPlaneUnavailable, RequestRejected, TaskRegistry, Timeout
 from fastworker import default_registry as _default_registry
-from fastworker._discovery import DiscoveryPeer
 from fastworker.tls import TLS
 from fastworker.tracing import active_tracer
+from fastworker_common.discovery import DiscoveryPeer
 from fastworker_protocol import (
     DEFAULT_DISCOVERY_ADDRESS,
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -56,7 +56,7 @@ from fastworker_subworker.stats import RunStats
 from fastworker_subworker.stops import interrupted
 
 if TYPE_CHECKING:
-    from fastworker_subworker.web import WebServer
+    from fastworker_common.web import WebServer
 
 log = structlog.get_logger(__name__)
 
@@ -250,8 +250,8 @@ class Subworker:
             return None
         # Imported here: aiohttp and prometheus-client add about 0.25 s to the start of
         # every subworker, and most run without an HTTP port.
+        from fastworker_common.web import WebServer
         from fastworker_subworker.metrics import subworker_registry
-        from fastworker_subworker.web import WebServer
 
         return WebServer(
             self.config.metrics_host,

@@ -19,7 +19,7 @@ import msgspec
 import pynng
 import structlog
 
-from fastworker.tls import TLS, dial_config
+from fastworker_common.tls import TLS, dial_config
 from fastworker_control_plane.replication import messages as m
 from fastworker_control_plane.replication.follower import Follower, Phase
 from fastworker_control_plane.replication.replica import Replica
