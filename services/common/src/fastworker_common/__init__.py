@@ -10,10 +10,11 @@ of them needs lives here, as public modules, so no package reaches into another'
 - ``nng_io``, ``nng_exit``: cheaper NNG I/O for servers, and a clean exit with NNG;
 - ``context``, ``histogram``, ``tokens``, ``allocator``: the running task's context, latency
   histograms, auth tokens, returning memory to the system;
-- ``health``, ``web``: the health check and the health/metrics web server.
+- ``health``, ``web``, ``log_setup``: the health check, the health/metrics web server and the
+  processes' logs.
 
-Only ``web`` needs the ``server`` extra (structlog, aiohttp, prometheus-client): the client
-imports none of it.
+Only ``web`` and ``log_setup`` need the ``server`` extra (structlog, aiohttp,
+prometheus-client): the subworker and control plane install it, the client imports neither.
 """
 
 __all__: list[str] = []

@@ -19,10 +19,10 @@ from fastworker.cli.common import (
     tls_from,
     traced,
 )
-from fastworker.log_setup import configure_logging
 from fastworker.options import add_option, queue_weights
 from fastworker_common.allocator import return_large_blocks_to_the_system
 from fastworker_common.health import PortInUse, check
+from fastworker_common.log_setup import configure_logging
 from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_control_plane.durability.journal import JournalError
 from fastworker_control_plane.ha.node import replicated_or_alone

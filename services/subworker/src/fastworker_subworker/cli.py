@@ -20,11 +20,11 @@ from fastworker.cli.common import (
     traced,
 )
 from fastworker.errors import Unauthorized
-from fastworker.log_setup import configure_logging
 from fastworker.options import add_option, queue_weights
 from fastworker_common.allocator import return_large_blocks_to_the_system
 from fastworker_common.health import PortInUse, check
 from fastworker_common.leader import addresses
+from fastworker_common.log_setup import configure_logging
 from fastworker_common.tls import TLSError, dial_config
 from fastworker_protocol import DEFAULT_DISCOVERY_ADDRESS, DEFAULT_MAX_MESSAGE_SIZE, EncodeError
 from fastworker_subworker.loader import TaskModuleError, load_task_modules
