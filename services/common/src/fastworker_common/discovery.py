@@ -20,6 +20,7 @@ import pynng
 from pynng.exceptions import check_err
 from pynng.nng import to_char
 
+from fastworker_common import nng_exit  # noqa: F401  (a clean exit with NNG objects left)
 from fastworker_common.errors import ControlPlaneUnavailable, nobody_at
 from fastworker_common.leader import SETTLE, addresses, stale, succeeds
 from fastworker_common.tls import TLS, dial_config

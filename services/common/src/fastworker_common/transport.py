@@ -15,6 +15,7 @@ from typing import TypeVar
 import msgspec
 import pynng
 
+from fastworker_common import nng_exit  # noqa: F401  (a clean exit with NNG objects left)
 from fastworker_common.errors import ControlPlaneUnavailable, Timeout, nobody_at, rejection
 from fastworker_common.tls import TLS, dial_config
 from fastworker_protocol import Codec, DecodeError, Error, Message

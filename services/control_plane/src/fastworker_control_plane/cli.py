@@ -330,11 +330,6 @@ def add_replication_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Entry point for ``fastworker control-plane``."""
-    configure_parser(commands.add_parser("control-plane", help="run a control plane"))
-
-
 def run(args: argparse.Namespace) -> int:
     if args.check:
         return _check(args)

@@ -131,11 +131,6 @@ def add_recycling_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Entry point for ``fastworker subworker``."""
-    configure_parser(commands.add_parser("subworker", help="run a subworker"))
-
-
 def run(args: argparse.Namespace) -> int:
     if args.check:
         return _check(args)

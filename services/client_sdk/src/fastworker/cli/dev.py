@@ -14,7 +14,6 @@ ones drain) while queued tasks and results stay in the control plane.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib.util
 import signal
 
@@ -71,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
             "--reload needs watchfiles: install the fastworker[dev] extra "
             "(pip install 'fastworker[dev]')"
         )
+    import asyncio
+
     from fastworker.cli.cluster import DevCluster, DevSettings  # only this command needs it
 
     settings = DevSettings(
