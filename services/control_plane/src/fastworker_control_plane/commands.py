@@ -8,11 +8,12 @@ prints its own help, never for ``fastworker --help``.
 from __future__ import annotations
 
 import argparse
+from typing import TypeAlias
 
-_Commands = argparse._SubParsersAction
+_Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
-def control_plane(commands: _Commands[argparse.ArgumentParser]) -> None:
+def control_plane(commands: _Commands) -> None:
     commands.add_parser(
         "control-plane",
         help="run a control plane",
@@ -20,7 +21,7 @@ def control_plane(commands: _Commands[argparse.ArgumentParser]) -> None:
     )
 
 
-def journal(commands: _Commands[argparse.ArgumentParser]) -> None:
+def journal(commands: _Commands) -> None:
     commands.add_parser(
         "journal",
         help="inspect a control plane's journal",
