@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 SCENARIOS = (
+    "startup",
     "floor",
     "latency",
     "pipelined",
@@ -72,6 +73,7 @@ class Sizes:
     batch: int = 100_000
     io_bound: int = 5_000
     memory: int = 100_000
+    startup: int = 20  # starts of each command, of which the median is kept
     floor_latency: int = 2_000
     floor_batched: int = 500_000  # fast: fewer tasks would be measured over ~0.25 s
     floor_single: int = 20_000
@@ -94,6 +96,7 @@ SMOKE_SIZES = Sizes(
     batch=500,
     io_bound=200,
     memory=500,
+    startup=3,
     floor_latency=200,
     floor_batched=5_000,
     floor_single=300,

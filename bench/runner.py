@@ -2,7 +2,7 @@
 
 Keys are ``scenario.metric.topology`` (``latency.p50_ms.cp+1sw``,
 ``ha.batch.tasks_per_s.cp-ha``), or ``scenario.metric`` for the topology-independent ones
-(``memory.rss_mb.idle``, ``floor.tasks_per_s.single``,
+(``startup.help_ms``, ``memory.rss_mb.idle``, ``floor.tasks_per_s.single``,
 ``cpu_bound.speedup.2proc_over_1proc``, ``ha.batch.tasks_per_s.ratio``). ``cpu_bound`` and
 ``ha`` start every topology's cluster first and take turns between them.
 A scenario that fails records ``{"error": ...}`` under each of its keys and the run goes
@@ -32,6 +32,7 @@ from bench.procs import Supervisor
 from bench.report import fmt
 from bench.scenarios import SCENARIOS, Run, Scenario
 from bench.soak import SOAK_UNITS, measure_soak
+from bench.startup import STARTUP_UNITS, measure_startup
 from bench.stats import summarize
 from bench.sync_scenario import SYNC
 from fastworker import Client, FastWorkerError
@@ -72,7 +73,9 @@ class Runner:
 
     async def run(self) -> dict[str, dict[str, Any]]:
         for name in self.config.only:
-            if name == "floor":
+            if name == "startup":
+                await self._record(STARTUP_UNITS, "startup.{}", self._startup)
+            elif name == "floor":
                 await self._record(FLOOR_UNITS, "floor.{}", self._floor)
                 await self._record(BLOCKING_FLOOR_UNITS, "floor.{}", self._blocking_floor)
             elif name == "memory":
@@ -207,6 +210,10 @@ class Runner:
         timeout = self.config.timeout_for(s.floor_blocking + s.latency_warmup)
         async with blocking_floor_session(self.supervisor) as floor:
             return await self._repeat("floor blocking", lambda: within(floor.measure(s), timeout))
+
+    async def _startup(self) -> Collected:
+        runs = self.config.sizes.startup
+        return await self._repeat("startup", lambda: asyncio.to_thread(measure_startup, runs))
 
     async def _memory(self) -> Collected:
         tasks = self.config.sizes.memory

@@ -27,6 +27,8 @@ PER_TOPOLOGY = (
     "io_bound.ratio_to_ideal",
 )
 TOPOLOGY_FREE = (
+    "startup.help_ms",
+    "startup.status_help_ms",
     "memory.rss_mb.idle",
     "memory.rss_mb.queued_100k",
     "memory.rss_mb.drained",

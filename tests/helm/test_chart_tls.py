@@ -46,7 +46,7 @@ from helm_python.errors import HelmRenderError, HelmValuesError
 
 from fastworker import TLS
 from fastworker.cli.common import tls_from
-from fastworker.tls import dial_config
+from fastworker_common.tls import dial_config
 from fastworker_control_plane.cli import configure_parser as control_plane_parser
 from fastworker_subworker.cli import configure_parser as subworker_parser
 

@@ -26,7 +26,7 @@ from fastworker import (
     unwrap,
 )
 from fastworker._calls import announce_from_base, batch_item, priority_of, task_spec
-from fastworker.errors import rejection
+from fastworker_common.errors import rejection
 from fastworker_protocol import ErrorCode
 
 

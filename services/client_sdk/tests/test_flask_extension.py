@@ -14,11 +14,11 @@ from flask import Flask
 
 import fastworker
 from fastworker import ControlPlaneUnavailable, FastWorkerError, SyncClient, _default, task
-from fastworker import _local as local
 from fastworker.integration import flask as extension
 from fastworker.integration._flask_api import BadBody, submit_body
 from fastworker.integration.flask import FastWorker, client_options, eager_setting
 from fastworker.testing import eager
+from fastworker_common import local
 
 NOWHERE = "tcp://127.0.0.1:9"  # never dialled here: clients start under eager() or a stub
 

@@ -25,8 +25,8 @@ import trustme
 
 from fastworker import TLS, Client, ControlPlaneUnavailable, SyncClient, TaskNotFound, TaskRegistry
 from fastworker._blocking import BlockingBus
-from fastworker._discovery import DiscoveryPeer
 from fastworker.testing import free_port_block
+from fastworker_common.discovery import DiscoveryPeer
 from fastworker_protocol import (
     Accepted,
     Ack,

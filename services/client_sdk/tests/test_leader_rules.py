@@ -1,10 +1,10 @@
-"""Following the leader of replicated control planes: the rules of ``fastworker._leader``,
+"""Following the leader of replicated control planes: the rules of ``fastworker_common.leader``,
 without sockets (``test_follow_leader`` drives them over real ones)."""
 
 from __future__ import annotations
 
 from fastworker._calls import Budget
-from fastworker._leader import Attempts, follows, rewait, stale, succeeds
+from fastworker_common.leader import Attempts, follows, rewait, stale, succeeds
 from fastworker_protocol import Announce, Get
 
 

@@ -16,6 +16,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 from view_world import ME, NOW, FakeClock, is_json, make_engine
 
+from fastworker_common.web import WebServer
 from fastworker_control_plane.dashboard import replicas, routes
 from fastworker_control_plane.dashboard.routes import DashboardRoutes
 from fastworker_control_plane.durability.entries import snapshot
@@ -28,7 +29,6 @@ from fastworker_control_plane.ha.leader import (
     ReplicationSettings,
 )
 from fastworker_control_plane.replication.tracker import Lag, Mode
-from fastworker_subworker.web import WebServer
 
 TOKEN = "test-token-for-the-replica-routes"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

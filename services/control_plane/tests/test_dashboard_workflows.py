@@ -13,6 +13,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 from view_world import ME, is_json, make_engine
 
+from fastworker_common.web import WebServer
 from fastworker_control_plane.dashboard import views
 from fastworker_control_plane.dashboard.routes import DashboardRoutes
 from fastworker_control_plane.engine import Engine
@@ -26,7 +27,6 @@ from fastworker_protocol.workflows import (
     WorkflowState,
     WorkflowStep,
 )
-from fastworker_subworker.web import WebServer
 
 TOKEN = "test-token-for-the-workflow-routes"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

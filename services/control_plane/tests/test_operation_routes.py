@@ -16,12 +16,12 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 from view_world import NOW, add, dispatched, make_engine, submit
 
+from fastworker_common.web import WebServer
 from fastworker_control_plane.core.board import BoardConfig
 from fastworker_control_plane.dashboard import actions, views
 from fastworker_control_plane.dashboard.routes import DashboardRoutes
 from fastworker_control_plane.engine import Engine
 from fastworker_protocol import Outcome, TaskError, TaskSpec, TaskState
-from fastworker_subworker.web import WebServer
 
 TOKEN = "test-token-for-the-operation-routes"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -16,6 +16,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 from view_world import ADD, NOW, FakeClock
 
+from fastworker_common.web import WebServer
 from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.limits import Scope
 from fastworker_control_plane.core.queue_controls import set_limit
@@ -24,7 +25,6 @@ from fastworker_control_plane.dashboard import actions, views
 from fastworker_control_plane.dashboard.routes import DashboardRoutes
 from fastworker_control_plane.engine import Engine
 from fastworker_protocol import ErrorCode, Priority, TaskSpec, TaskState
-from fastworker_subworker.web import WebServer
 
 TOKEN = "test-token-for-the-queue-routes"
 ACT = {actions.ACTION_HEADER: "1"}

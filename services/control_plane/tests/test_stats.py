@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from fastworker._histogram import Histogram
+from fastworker_common.histogram import Histogram
 from fastworker_control_plane.core.board import BoardConfig, TaskBoard
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.core.stats import THROUGHPUT_SPAN, Tally, TaskStats, Throughput

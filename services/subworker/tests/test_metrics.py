@@ -16,7 +16,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
 from fastworker import Task, TaskRegistry
-from fastworker._histogram import Histogram
+from fastworker_common.histogram import Histogram
 from fastworker_protocol import Assignment, Outcome, TaskError, WorkerState
 from fastworker_subworker.executor import Executor
 from fastworker_subworker.metrics import (

@@ -8,34 +8,49 @@ def add(x: int, y: int) -> int:
 
 async with Client() as client:
     result = await client.submit_task("add", args=(2, 3))
+
+Its names are imported on first use, so a module of the SDK loads only what it imports
+itself: the ``fastworker`` command's parser starts without the client, NNG or msgpack.
 """
 
-from fastworker import _nng_exit  # noqa: F401  (before any pynng object exists)
-from fastworker._context import TaskContext, current_task
-from fastworker._default import configure, default_client
-from fastworker._operations import FailedPage, Retries
-from fastworker._task import Task, TaskRegistry, default_registry, task
-from fastworker.canvas import Signature, Workflow, chain, chord, group, sig
-from fastworker.client import BatchItem, Client, TaskPage, unwrap
-from fastworker.errors import (
-    ControlPlaneUnavailable,
-    FastWorkerError,
-    InvalidArguments,
-    MessageTooLarge,
-    QueueFull,
-    RequestRejected,
-    SoftTimeLimitExceeded,
-    TaskCancelled,
-    TaskFailed,
-    TaskNotFound,
-    Timeout,
-    Unauthorized,
-    UnknownTask,
-)
-from fastworker.sync_client import SyncClient
-from fastworker.tls import TLS, TLSError
-from fastworker_protocol import DeadLetter, Priority, Retried, ScheduleInfo, TaskError, TaskResult
-from fastworker_protocol import TaskState as TaskStatus
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fastworker._default import configure, default_client
+    from fastworker._operations import FailedPage, Retries
+    from fastworker._task import Task, TaskRegistry, default_registry, task
+    from fastworker.canvas import Signature, Workflow, chain, chord, group, sig
+    from fastworker.client import BatchItem, Client, TaskPage, unwrap
+    from fastworker.errors import (
+        ControlPlaneUnavailable,
+        FastWorkerError,
+        InvalidArguments,
+        MessageTooLarge,
+        QueueFull,
+        RequestRejected,
+        SoftTimeLimitExceeded,
+        TaskCancelled,
+        TaskFailed,
+        TaskNotFound,
+        Timeout,
+        Unauthorized,
+        UnknownTask,
+    )
+    from fastworker.sync_client import SyncClient
+    from fastworker.tls import TLS, TLSError
+    from fastworker_common.context import TaskContext, current_task
+    from fastworker_protocol import (
+        DeadLetter,
+        Priority,
+        Retried,
+        ScheduleInfo,
+        TaskError,
+        TaskResult,
+    )
+    from fastworker_protocol import TaskState as TaskStatus
 
 __version__ = "0.1.0"
 
@@ -85,3 +100,53 @@ __all__ = [
     "task",
     "unwrap",
 ]
+
+_HOMES = {
+    "fastworker._default": ("configure", "default_client"),
+    "fastworker._operations": ("FailedPage", "Retries"),
+    "fastworker._task": ("Task", "TaskRegistry", "default_registry", "task"),
+    "fastworker.canvas": ("Signature", "Workflow", "chain", "chord", "group", "sig"),
+    "fastworker.client": ("BatchItem", "Client", "TaskPage", "unwrap"),
+    "fastworker.errors": (
+        "ControlPlaneUnavailable",
+        "FastWorkerError",
+        "InvalidArguments",
+        "MessageTooLarge",
+        "QueueFull",
+        "RequestRejected",
+        "SoftTimeLimitExceeded",
+        "TaskCancelled",
+        "TaskFailed",
+        "TaskNotFound",
+        "Timeout",
+        "Unauthorized",
+        "UnknownTask",
+    ),
+    "fastworker.sync_client": ("SyncClient",),
+    "fastworker.tls": ("TLS", "TLSError"),
+    "fastworker_common.context": ("TaskContext", "current_task"),
+    "fastworker_protocol": (
+        "DeadLetter",
+        "Priority",
+        "Retried",
+        "ScheduleInfo",
+        "TaskError",
+        "TaskResult",
+        "TaskStatus",
+    ),
+}
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
+_RENAMED = {"TaskStatus": "TaskState"}  # the protocol's name for it
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME_OF.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), _RENAMED.get(name, name))
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -19,11 +19,11 @@ from typing import Self, TypeVar
 import pynng
 from pynng.exceptions import check_err
 
-from fastworker._discovery import Accept, dial_bus
-from fastworker._leader import stale, succeeds
-from fastworker._transport import dial_req, read_reply, with_auth
-from fastworker.errors import ControlPlaneUnavailable, Timeout, nobody_at
 from fastworker.tls import TLS
+from fastworker_common.discovery import Accept, dial_bus
+from fastworker_common.errors import ControlPlaneUnavailable, Timeout, nobody_at
+from fastworker_common.leader import stale, succeeds
+from fastworker_common.transport import dial_req, read_reply, with_auth
 from fastworker_protocol import Announce, Codec, DecodeError, Message, Probe
 
 M = TypeVar("M", bound=Message)
@@ -73,7 +73,7 @@ class BlockingChannel:
         connect_timeout: float | None = None,
     ) -> M:
         """Send ``message`` and return its reply, raising the SDK's errors, as
-        :meth:`RequestChannel.request <fastworker._transport.RequestChannel.request>` does:
+        :meth:`RequestChannel.request <fastworker_common.transport.RequestChannel.request>` does:
         ``Timeout`` if connected but not answered within ``timeout``, else
         ``ControlPlaneUnavailable`` (after ``connect_timeout`` already, if no connection is
         made by then); ``EncodeError`` before anything is sent if it cannot be sent."""

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from fastworker import _local as local
-from fastworker._leader import addresses
 from fastworker._task import Task
-from fastworker.errors import (
+from fastworker.tls import TLS
+from fastworker_common import local
+from fastworker_common.errors import (
     InvalidArguments,
     TaskCancelled,
     TaskFailed,
@@ -28,7 +28,7 @@ from fastworker.errors import (
     Timeout,
     unreachable_announced,
 )
-from fastworker.tls import TLS
+from fastworker_common.leader import addresses
 from fastworker_protocol import (
     DEFAULT_DISCOVERY_ADDRESS,
     Announce,

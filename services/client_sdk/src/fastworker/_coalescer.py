@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from fastworker.errors import rejection
+from fastworker_common.errors import rejection
 from fastworker_protocol import Accepted, TaskSpec
 
 SendBatch = Callable[[list[TaskSpec]], Awaitable[Accepted]]

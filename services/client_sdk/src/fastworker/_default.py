@@ -17,9 +17,9 @@ import os
 import threading
 from typing import Any
 
-from fastworker import _local as local
 from fastworker.errors import FastWorkerError
 from fastworker.sync_client import SyncClient
+from fastworker_common import local
 
 _lock = threading.Lock()
 _options: dict[str, Any] = {}

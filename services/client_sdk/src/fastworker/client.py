@@ -14,7 +14,6 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar, overload
 
-from fastworker import _local as local
 from fastworker._callbacks import Callback, CompletionWatcher
 from fastworker._calls import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -40,15 +39,16 @@ from fastworker._calls import (
     unwrap,
 )
 from fastworker._coalescer import SendBatch, SubmitCoalescer
-from fastworker._discovery import DiscoveryPeer, LeaderSearch
-from fastworker._leader import Attempts, back_when, follows, rewait
 from fastworker._operation_calls import AsyncOperations
 from fastworker._task import Task
-from fastworker._transport import RequestChannel
 from fastworker._workflows import AsyncWorkflows
-from fastworker.errors import ControlPlaneUnavailable, FastWorkerError, Timeout, unsendable
 from fastworker.tls import TLS
 from fastworker.tracing import send_spans
+from fastworker_common import local
+from fastworker_common.discovery import DiscoveryPeer, LeaderSearch
+from fastworker_common.errors import ControlPlaneUnavailable, FastWorkerError, Timeout, unsendable
+from fastworker_common.leader import Attempts, back_when, follows, rewait
+from fastworker_common.transport import RequestChannel
 from fastworker_protocol import (
     DEFAULT_MAX_MESSAGE_SIZE,
     Accepted,

@@ -22,7 +22,6 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar, overload
 
-from fastworker import _local as local
 from fastworker._blocking import BlockingChannel, announcement, successor
 from fastworker._callbacks import Callback
 from fastworker._calls import (
@@ -46,14 +45,15 @@ from fastworker._calls import (
     task_spec,
     unwrap,
 )
-from fastworker._leader import SETTLE, Attempts, back_when, follows, rewait
 from fastworker._operation_calls import SyncOperations
 from fastworker._task import Task
 from fastworker._workflows import SyncWorkflows
 from fastworker.client import RESULTS, Client
-from fastworker.errors import ControlPlaneUnavailable, FastWorkerError, Timeout, unsendable
-from fastworker.tls import TLS
 from fastworker.tracing import send_spans
+from fastworker_common import local
+from fastworker_common.errors import ControlPlaneUnavailable, FastWorkerError, Timeout, unsendable
+from fastworker_common.leader import SETTLE, Attempts, back_when, follows, rewait
+from fastworker_common.tls import TLS
 from fastworker_protocol import (
     DEFAULT_MAX_MESSAGE_SIZE,
     Accepted,

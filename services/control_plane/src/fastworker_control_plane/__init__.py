@@ -11,16 +11,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from fastworker_common.health import PortInUse
     from fastworker_control_plane.app import ControlPlane
     from fastworker_control_plane.config import ControlPlaneConfig
-    from fastworker_subworker.health import PortInUse
 
 __all__ = ["ControlPlane", "ControlPlaneConfig", "PortInUse"]
 
 _HOMES = {
     "ControlPlane": "fastworker_control_plane.app",
     "ControlPlaneConfig": "fastworker_control_plane.config",
-    "PortInUse": "fastworker_subworker.health",
+    "PortInUse": "fastworker_common.health",
 }
 
 

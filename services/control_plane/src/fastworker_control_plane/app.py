@@ -16,6 +16,7 @@ import structlog
 
 from fastworker import TaskRegistry, __version__, default_registry
 from fastworker.tracing import active_tracer
+from fastworker_common.health import PortInUse
 from fastworker_common.supervision import Fault, Supervisor, TaskDied
 from fastworker_control_plane.assembly import Assembly, Endpoint
 from fastworker_control_plane.config import ControlPlaneConfig
@@ -31,10 +32,9 @@ from fastworker_control_plane.servers.reply_server import ReplyServer
 from fastworker_control_plane.tracing import DispatchTracer
 from fastworker_protocol import Announce, Codec, Priority
 from fastworker_subworker import Subworker, SubworkerConfig
-from fastworker_subworker.health import PortInUse
 
 if TYPE_CHECKING:
-    from fastworker_subworker.web import WebServer
+    from fastworker_common.web import WebServer
 
 log = structlog.get_logger(__name__)
 
@@ -128,10 +128,10 @@ class ControlPlane:
             return
         # Imported here: the web stack (aiohttp, the dashboard) is half a second of start-up
         # that a control plane without an HTTP port never needs.
+        from fastworker_common.web import WebServer
         from fastworker_control_plane.dashboard import replicas
         from fastworker_control_plane.dashboard.routes import DashboardRoutes
         from fastworker_control_plane.dashboard.views import Identity
-        from fastworker_subworker.web import WebServer
 
         routes = DashboardRoutes(
             self.engine,

@@ -17,7 +17,9 @@ from fastworker.cli.common import (
     tls_from,
     traced,
 )
-from fastworker.log_setup import configure_logging
+from fastworker_common.allocator import return_large_blocks_to_the_system
+from fastworker_common.health import PortInUse, check
+from fastworker_common.log_setup import configure_logging
 from fastworker_common.settings import add_option, add_settings, config_from
 from fastworker_common.supervision import TaskDied
 from fastworker_control_plane.config import ControlPlaneConfig
@@ -25,8 +27,6 @@ from fastworker_control_plane.durability.journal import JournalError
 from fastworker_control_plane.ha.node import replicated_or_alone
 from fastworker_control_plane.launch import on_chosen_allocator
 from fastworker_subworker import TaskModuleError, load_task_modules
-from fastworker_subworker.allocator import return_large_blocks_to_the_system
-from fastworker_subworker.health import PortInUse, check
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -49,11 +49,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     add_log_level(parser)
     parser.set_defaults(run=run)
     return parser
-
-
-def command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Entry point for ``fastworker control-plane``."""
-    configure_parser(commands.add_parser("control-plane", help="run a control plane"))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from fastworker.options import AUTH_TOKEN_HELP, queue_weights
 from fastworker.tls import TLS
 from fastworker_common.settings import setting
+from fastworker_common.tokens import Tokens
 from fastworker_control_plane.core.board_types import DEFAULT_MAX_QUEUED
 from fastworker_control_plane.core.dead_letters import (
     DEFAULT_DEAD_LETTER_MAX,
@@ -35,7 +36,6 @@ from fastworker_protocol import (
 )
 from fastworker_subworker.config import RECYCLE_AFTER_TASKS, RECYCLE_OVER_MEMORY
 from fastworker_subworker.processes import cpu_count
-from fastworker_subworker.tokens import Tokens
 
 _WILDCARDS = {"0.0.0.0", "::", "*", ""}
 REPLICATION_OFFSET = 6  # the replication port is the base port + 6 unless set

@@ -17,9 +17,8 @@ from fastworker_control_plane.durability import dump, frames
 from fastworker_control_plane.durability.journal import FILE_NAME
 
 
-def command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Entry point for ``fastworker journal``."""
-    parser = commands.add_parser("journal", help="inspect a control plane's journal")
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """The options of ``fastworker journal`` (see ``fastworker_control_plane.commands``)."""
     actions = parser.add_subparsers(dest="journal_command", required=True, metavar="ACTION")
     dumping = actions.add_parser(
         "dump",

@@ -18,7 +18,7 @@ import asyncio
 import gc
 import time
 
-from fastworker_subworker.allocator import give_free_memory_back
+from fastworker_common.allocator import give_free_memory_back
 
 BULK = 256  # requests dropped at once that are worth a reclaim
 

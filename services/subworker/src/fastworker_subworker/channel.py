@@ -16,10 +16,10 @@ from typing import TypeVar
 import msgspec
 import pynng
 
-from fastworker.errors import ControlPlaneUnavailable, Timeout, nobody_at, rejection
-from fastworker.tls import TLS, dial_config
+from fastworker_common.errors import ControlPlaneUnavailable, Timeout, nobody_at, rejection
+from fastworker_common.nng_io import ContextIO, Inbox, PendingSends
+from fastworker_common.tls import TLS, dial_config
 from fastworker_protocol import Codec, DecodeError, Error, Message
-from fastworker_subworker.nng_io import ContextIO, Inbox, PendingSends
 
 M = TypeVar("M", bound=Message)
 

@@ -44,8 +44,8 @@ from typing import Any
 import structlog
 
 from fastworker import SoftTimeLimitExceeded, Task, TaskRegistry
-from fastworker.log_setup import configure_logging
 from fastworker.tracing import configure_tracing
+from fastworker_common.log_setup import configure_logging
 from fastworker_protocol import Assignment, Outcome
 from fastworker_subworker import child_wire as wire
 from fastworker_subworker.executor import Executor, failure

@@ -6,7 +6,6 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from fastworker._leader import addresses
 from fastworker.cli.common import (
     EXIT_OK,
     EXIT_TASK_FAILED,
@@ -19,13 +18,14 @@ from fastworker.cli.common import (
     traced,
 )
 from fastworker.errors import Unauthorized
-from fastworker.log_setup import configure_logging
-from fastworker.tls import TLSError, dial_config
+from fastworker_common.allocator import return_large_blocks_to_the_system
+from fastworker_common.health import PortInUse, check
+from fastworker_common.leader import addresses
+from fastworker_common.log_setup import configure_logging
 from fastworker_common.settings import add_option, add_settings, config_from
+from fastworker_common.tls import TLSError, dial_config
 from fastworker_protocol import EncodeError
-from fastworker_subworker.allocator import return_large_blocks_to_the_system
 from fastworker_subworker.config import SubworkerConfig
-from fastworker_subworker.health import PortInUse, check
 from fastworker_subworker.loader import TaskModuleError, load_task_modules
 from fastworker_subworker.processes import ChildBroken
 from fastworker_subworker.worker import Subworker
@@ -51,11 +51,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     add_log_level(parser)
     parser.set_defaults(run=run)
     return parser
-
-
-def command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Entry point for ``fastworker subworker``."""
-    configure_parser(commands.add_parser("subworker", help="run a subworker"))
 
 
 def run(args: argparse.Namespace) -> int:

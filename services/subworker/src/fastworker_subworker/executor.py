@@ -15,7 +15,7 @@ import traceback
 from typing import Any
 
 from fastworker import Task, TaskRegistry
-from fastworker._context import enter, leave
+from fastworker_common.context import enter, leave
 from fastworker_protocol import (
     Assignment,
     FailureReason,

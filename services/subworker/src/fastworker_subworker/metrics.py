@@ -19,7 +19,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from fastworker._histogram import Histogram
+from fastworker_common.histogram import Histogram
 from fastworker_protocol import WorkerState
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from fastworker._histogram import Histogram
+from fastworker_common.histogram import Histogram
 from fastworker_protocol import FailureReason, Outcome
 
 

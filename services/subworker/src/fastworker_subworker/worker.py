@@ -35,8 +35,8 @@ from fastworker import (
     Unauthorized,
 )
 from fastworker import default_registry as _default_registry
-from fastworker._discovery import DiscoveryPeer
 from fastworker.tracing import active_tracer
+from fastworker_common.discovery import DiscoveryPeer
 from fastworker_common.supervision import Fault, Policy, Supervisor
 from fastworker_protocol import (
     Codec,
@@ -60,7 +60,7 @@ from fastworker_subworker.stats import RunStats
 from fastworker_subworker.stops import interrupted
 
 if TYPE_CHECKING:
-    from fastworker_subworker.web import WebServer
+    from fastworker_common.web import WebServer
 
 log = structlog.get_logger(__name__)
 
@@ -227,8 +227,8 @@ class Subworker:
             return None
         # Imported here: aiohttp and prometheus-client add about 0.25 s to the start of
         # every subworker, and most run without an HTTP port.
+        from fastworker_common.web import WebServer
         from fastworker_subworker.metrics import subworker_registry
-        from fastworker_subworker.web import WebServer
 
         return WebServer(
             self.config.metrics_host,

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -20,7 +19,6 @@ from fastworker.cli.common import (
     tls_from,
     traced,
 )
-from fastworker.client import Client
 from fastworker.errors import (
     ControlPlaneUnavailable,
     FastWorkerError,
@@ -30,6 +28,9 @@ from fastworker.errors import (
 from fastworker.options import queue_name
 from fastworker_common.settings import add_option
 from fastworker_protocol import Priority, TaskResult, TaskState
+
+if TYPE_CHECKING:
+    from fastworker.client import Client
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -108,6 +109,10 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def with_client(args: argparse.Namespace, body: Callable[[Client], Awaitable[int]]) -> int:
+    import asyncio  # the client and its event loop: only for a command that runs
+
+    from fastworker.client import Client
+
     async def run() -> int:
         async with Client(
             args.discovery_address,

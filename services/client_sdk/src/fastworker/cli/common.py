@@ -1,20 +1,25 @@
 """Pieces every FastWorker command shares: exit codes, client options, running a service
-until SIGTERM/SIGINT."""
+until SIGTERM/SIGINT.
+
+Building a parser must stay cheap (``fastworker --help`` builds them all): what only a
+command that runs needs (TLS, tracing, the event loop) is imported when it runs.
+"""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import gc
 import signal
 from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING
 
 from fastworker.options import AUTH_TOKEN_HELP
-from fastworker.tls import TLS
-from fastworker.tracing import TracingUnavailable, configure_tracing
 from fastworker_common.settings import add_option
 from fastworker_protocol import DEFAULT_DISCOVERY_ADDRESS
+
+if TYPE_CHECKING:
+    from fastworker.tls import TLS
 
 EXIT_OK = 0
 EXIT_TASK_FAILED = 1
@@ -72,6 +77,8 @@ def add_tls_options(parser: argparse.ArgumentParser, *, listening: bool = False)
 
 def tls_from(args: argparse.Namespace) -> TLS | None:
     """The ``--tls-*`` options as a ``TLS``, or ``None`` if none was given."""
+    from fastworker.tls import TLS
+
     tls = TLS(
         args.tls_ca or None,
         args.tls_cert or None,
@@ -121,6 +128,7 @@ def add_log_level(parser: argparse.ArgumentParser) -> None:
 
 def serve(run: Callable[[], Awaitable[None]], stop: Callable[[], None]) -> int:
     """Run a service's coroutine; SIGTERM and SIGINT call ``stop`` (a graceful drain)."""
+    import asyncio
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -139,6 +147,8 @@ def serve(run: Callable[[], Awaitable[None]], stop: Callable[[], None]) -> int:
 @contextlib.contextmanager
 def traced(service_name: str) -> Iterator[None]:
     """Export this command's traces if the ``OTEL_*`` variables ask; flushed at the end."""
+    from fastworker.tracing import TracingUnavailable, configure_tracing
+
     try:
         provider = configure_tracing(service_name)
     except TracingUnavailable as exc:

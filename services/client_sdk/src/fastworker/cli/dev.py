@@ -14,7 +14,7 @@ ones drain) while queued tasks and results stay in the control plane.
 from __future__ import annotations
 
 import argparse
-import asyncio
+import importlib.util
 import signal
 
 from fastworker.cli.common import EXIT_USAGE, CommandError
@@ -39,7 +39,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="tasks each subworker runs at once (None: the CPU count)",
     )
-    add_option(parser, "--reload", switch=True, help="restart the workers when a .py file changes")
+    add_option(
+        parser,
+        "--reload",
+        switch=True,
+        help="restart the workers when a .py file changes (needs the fastworker[dev] extra)",
+    )
     add_option(parser, "--host", default="127.0.0.1", help="address everything binds")
     add_option(parser, "--base-port", type=int, default=DEFAULT_BASE_PORT, help="first NNG port")
     add_option(
@@ -60,6 +65,13 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 def run(args: argparse.Namespace) -> int:
     if args.subworkers < 0:
         raise CommandError("--subworkers must be 0 or more")
+    if args.reload and importlib.util.find_spec("watchfiles") is None:
+        raise CommandError(
+            "--reload needs watchfiles: install the fastworker[dev] extra "
+            "(pip install 'fastworker[dev]')"
+        )
+    import asyncio
+
     from fastworker.cli.cluster import DevCluster, DevSettings  # only this command needs it
 
     settings = DevSettings(

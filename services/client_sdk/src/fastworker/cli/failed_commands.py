@@ -11,9 +11,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fastworker._operations import FailedPage
 from fastworker.cli.client_commands import print_json, print_table, with_client
 from fastworker.cli.common import (
     EXIT_OK,
@@ -23,10 +22,13 @@ from fastworker.cli.common import (
     add_client_options,
 )
 from fastworker.cli.times import format_time, when_type
-from fastworker.client import Client
 from fastworker.errors import TaskNotFound
 from fastworker_common.settings import add_option
 from fastworker_protocol import MAX_FAILED_LISTED, DeadLetter, TaskError
+
+if TYPE_CHECKING:
+    from fastworker._operations import FailedPage
+    from fastworker.client import Client
 
 _Commands = argparse._SubParsersAction
 MESSAGE_WIDTH = 60  # characters of an error message a listing shows

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from fastworker.cli.client_commands import print_json, print_table, with_client
 from fastworker.cli.common import EXIT_OK, EXIT_USAGE, CommandError, add_client_options
-from fastworker.client import Client
 from fastworker.options import queue_name
 from fastworker_common.settings import add_option
 from fastworker_protocol import LimitInfo, Priority, QueueInfo
+
+if TYPE_CHECKING:
+    from fastworker.client import Client
 
 _Commands = argparse._SubParsersAction
 _QUEUE_HEADER = [

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastworker.cli.client_commands import (
     json_object,
@@ -20,10 +20,12 @@ from fastworker.cli.client_commands import (
 )
 from fastworker.cli.common import EXIT_OK, CommandError, add_client_options
 from fastworker.cli.times import format_time, seconds_type
-from fastworker.client import Client
 from fastworker.options import queue_name
 from fastworker_common.settings import add_option
 from fastworker_protocol import Priority, ScheduleInfo
+
+if TYPE_CHECKING:
+    from fastworker.client import Client
 
 _Commands = argparse._SubParsersAction
 ARGUMENTS_WIDTH = 40  # characters of a schedule's arguments a listing shows

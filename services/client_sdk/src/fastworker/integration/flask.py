@@ -49,13 +49,13 @@ from typing import TYPE_CHECKING, Any, ParamSpec, overload
 from flask import Blueprint, Flask, current_app, has_app_context
 from flask.typing import ResponseReturnValue
 
-from fastworker import _local as local
 from fastworker._calls import TaskRef, delay_options
 from fastworker._default import configure
 from fastworker._task import Task
 from fastworker.errors import ControlPlaneUnavailable, FastWorkerError
 from fastworker.integration._flask_api import task_api
 from fastworker.sync_client import SyncClient
+from fastworker_common import local
 from fastworker_protocol import Priority, TaskResult
 
 if TYPE_CHECKING:

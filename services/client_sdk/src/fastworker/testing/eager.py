@@ -1,7 +1,7 @@
 """``eager()``: every task submitted in this process runs at once, inline, in the caller.
 
 While an :class:`Eager` is active, ``Client``, ``SyncClient``, ``FastWorker(app)`` and
-``add.delay()`` send their requests to it instead of a control plane (``fastworker._local``).
+``add.delay()`` send their requests to it instead of a control plane (``fastworker_common.local``).
 A submission goes through what production does to it, minus the network and the clock:
 
 * the request is encoded and decoded with the protocol's codec, so arguments arrive as
@@ -35,10 +35,9 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
 
-from fastworker import _local as local
-from fastworker._context import enter, leave
 from fastworker._task import Task, TaskRegistry, default_registry
-from fastworker.testing._life import Life
+from fastworker_common import local
+from fastworker_common.context import enter, leave
 from fastworker_protocol import (
     Accepted,
     Assignment,
@@ -69,6 +68,7 @@ from fastworker_protocol import (
     WorkerList,
     check_portable,
 )
+from fastworker_protocol.attempts import Life
 from fastworker_protocol.workflows import CancelWorkflow, GetWorkflow, SubmitWorkflow
 
 WORKER_ID = "eager"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from enum import StrEnum
 
-from fastworker._histogram import Histogram
+from fastworker_common.histogram import Histogram
 
 THROUGHPUT_SPAN = 600  # seconds of per-second throughput kept
 

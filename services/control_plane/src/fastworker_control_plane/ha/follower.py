@@ -20,8 +20,8 @@ import msgspec
 import pynng
 import structlog
 
-from fastworker.errors import Unauthorized
-from fastworker.tls import TLS, dial_config
+from fastworker_common.errors import Unauthorized
+from fastworker_common.tls import TLS, dial_config
 from fastworker_control_plane.replication import messages as m
 from fastworker_control_plane.replication.follower import Follower, Phase
 from fastworker_control_plane.replication.replica import Replica

@@ -29,13 +29,13 @@ import pynng
 import structlog
 from prometheus_client.registry import Collector
 
+from fastworker_common.tokens import Tokens
 from fastworker_control_plane.durability.errors import NotLeading
 from fastworker_control_plane.durability.journal import Journal
 from fastworker_control_plane.replication import messages as m
 from fastworker_control_plane.replication import sender
 from fastworker_control_plane.replication.source import LeaderLog
 from fastworker_control_plane.replication.tracker import LAG_BOUND, Lag, Mode, Tracker
-from fastworker_subworker.tokens import Tokens
 
 log = structlog.get_logger(__name__)
 

@@ -10,14 +10,14 @@ import pynng
 from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 
+from fastworker_common.health import PortInUse
 from fastworker_common.supervision import Policy, Supervisor
 from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_control_plane.servers.discovery import DiscoveryAnnouncer
 from fastworker_protocol import Announce, Codec
-from fastworker_subworker.health import PortInUse
 
 if TYPE_CHECKING:
-    from fastworker_subworker.web import Readiness, WebServer
+    from fastworker_common.web import Readiness, WebServer
 
 
 class Standby:
@@ -40,7 +40,7 @@ class Standby:
         self._announcer = DiscoveryAnnouncer(self._bus, codec, None, config.announce_interval)
         self._web: WebServer | None = None
         if config.http_port:
-            from fastworker_subworker.web import WebServer  # aiohttp: only when serving HTTP
+            from fastworker_common.web import WebServer  # aiohttp: only when serving HTTP
 
             metrics = CollectorRegistry(auto_describe=True)
             metrics.register(collector)

@@ -24,6 +24,8 @@ from collections.abc import Callable
 import pynng
 import structlog
 
+from fastworker_common.nng_io import ContextIO, Inbox, PendingSends, close_pipe
+from fastworker_common.tokens import Tokens
 from fastworker_control_plane.reclaim import BULK
 from fastworker_control_plane.servers.connections import Connections
 from fastworker_control_plane.servers.responder import Handler, Responder
@@ -31,8 +33,6 @@ from fastworker_protocol import (
     Codec,
     Message,
 )
-from fastworker_subworker.nng_io import ContextIO, Inbox, PendingSends, close_pipe
-from fastworker_subworker.tokens import Tokens
 
 log = structlog.get_logger(__name__)
 

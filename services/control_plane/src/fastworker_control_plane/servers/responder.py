@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
+from fastworker_common.tokens import Tokens
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_protocol import (
     Codec,
@@ -24,7 +25,6 @@ from fastworker_protocol import (
     Message,
     message_op,
 )
-from fastworker_subworker.tokens import Tokens
 
 log = structlog.get_logger(__name__)
 

@@ -33,8 +33,8 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from fastworker import SyncClient, TaskRegistry, default_registry
-from fastworker import _local as local
-from fastworker.errors import FastWorkerError, Timeout, rejection
+from fastworker_common import local
+from fastworker_common.errors import FastWorkerError, Timeout, rejection
 from fastworker_common.supervision import Fault, Supervisor
 from fastworker_control_plane.assembly import Assembly, Endpoint, Pace
 from fastworker_control_plane.config import ControlPlaneConfig

@@ -15,8 +15,8 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from fastworker_subworker.health import PortInUse
-from fastworker_subworker.tokens import Tokens
+from fastworker_common.health import PortInUse
+from fastworker_common.tokens import Tokens
 
 log = structlog.get_logger(__name__)
 

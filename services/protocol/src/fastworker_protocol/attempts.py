@@ -1,4 +1,4 @@
-"""One task's life under ``eager()``, moved by the rules a control plane's board applies.
+"""One task's life by the rules a control plane's board applies (``eager()`` runs tasks by it).
 
 Its states go through the transition table of ``fastworker_protocol.states`` (the table the
 board's records apply), so an eager task can only be where a real one can: queued (or

@@ -7,9 +7,7 @@ import sys
 
 import pytest
 
-PROBE = (
-    "from fastworker_subworker.allocator import return_large_blocks_to_the_system as r; print(r())"
-)
+PROBE = "from fastworker_common.allocator import return_large_blocks_to_the_system as r; print(r())"
 
 
 def _probe(env: dict[str, str]) -> str:

@@ -34,6 +34,8 @@ from pynng import _aio
 from pynng._nng import ffi, lib
 from pynng.exceptions import check_err
 
+from fastworker_common import nng_exit  # noqa: F401  (a clean exit with NNG objects left)
+
 POLL = 0.0005  # seconds between looks at sends NNG has not yet taken
 
 

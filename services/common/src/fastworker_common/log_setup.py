@@ -2,7 +2,9 @@
 (``FASTWORKER_LOG_FORMAT=json`` or ``console`` decides instead, as ``fastworker dev`` does
 for the processes it runs).
 
-Only the commands call :func:`configure_logging`; importing the SDK never touches logging.
+Only the subworker and control plane commands (and their task processes) call
+:func:`configure_logging`; importing a package never touches logging. It needs the ``server``
+extra (structlog), which the client SDK does not install.
 """
 
 from __future__ import annotations

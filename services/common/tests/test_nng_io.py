@@ -11,7 +11,7 @@ import pynng
 import pytest
 
 from fastworker.testing import free_port_block
-from fastworker_subworker.nng_io import ContextIO, Inbox, PendingSends
+from fastworker_common.nng_io import ContextIO, Inbox, PendingSends
 
 DEADLINE = 10.0
 

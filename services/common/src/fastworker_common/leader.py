@@ -22,15 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 import msgspec
 
-from fastworker.errors import ControlPlaneUnavailable, LeaderUnavailable
+from fastworker_common.errors import ControlPlaneUnavailable, LeaderUnavailable
 from fastworker_protocol import Announce, Message
-
-if TYPE_CHECKING:
-    from fastworker._calls import Budget
 
 M = TypeVar("M", bound=Message)
 
@@ -59,6 +56,23 @@ def follows(current: Announce | None, explicit_address: str | None) -> bool:
     """Whether a client on ``current`` looks for a new leader when it loses this one: only
     a replicated control plane found by discovery (not one dialed at an address given)."""
     return explicit_address is None and current is not None and current.epoch > 0
+
+
+class Budget(Protocol):
+    """One call's allowance of time and attempts (the client's ``Budget``)."""
+
+    @property
+    def total(self) -> float: ...
+
+    @property
+    def retries(self) -> int: ...
+
+    @property
+    def connect_timeout(self) -> float: ...
+
+    def per_try(self, attempt: int, left: float) -> float: ...
+
+    def give_up(self, attempt: int, elapsed: float, connected: bool) -> bool: ...
 
 
 class Channel(Protocol):

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from fastworker._histogram import DURATION_BUCKETS, Histogram
+from fastworker_common.histogram import DURATION_BUCKETS, Histogram
 
 INF = float("inf")
 

@@ -4,7 +4,7 @@ The control plane announces every 2 s; a peer that has just connected also sends
 ``Probe`` so it need not wait for the next tick. Anything on the bus that is not an
 ``Announce`` is ignored: the bus carries no requests, so there is nobody to answer. A
 discovery address may list several buses (replicated control planes, one each): the
-socket dials them all, and ignores a stale announcement (see ``_leader``).
+socket dials them all, and ignores a stale announcement (see ``fastworker_common.leader``).
 
 One receiver task reads the socket until it is closed; callers wait on a queue, never
 on the socket, so giving up on a wait never has to cancel an NNG operation.
@@ -20,9 +20,10 @@ import pynng
 from pynng.exceptions import check_err
 from pynng.nng import to_char
 
-from fastworker._leader import SETTLE, addresses, stale, succeeds
-from fastworker.errors import ControlPlaneUnavailable, nobody_at
-from fastworker.tls import TLS, dial_config
+from fastworker_common import nng_exit  # noqa: F401  (a clean exit with NNG objects left)
+from fastworker_common.errors import ControlPlaneUnavailable, nobody_at
+from fastworker_common.leader import SETTLE, addresses, stale, succeeds
+from fastworker_common.tls import TLS, dial_config
 from fastworker_protocol import Announce, Codec, DecodeError, Probe
 
 _PROBE_INTERVAL = 0.25

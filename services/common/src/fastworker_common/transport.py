@@ -15,8 +15,9 @@ from typing import TypeVar
 import msgspec
 import pynng
 
-from fastworker.errors import ControlPlaneUnavailable, Timeout, nobody_at, rejection
-from fastworker.tls import TLS, dial_config
+from fastworker_common import nng_exit  # noqa: F401  (a clean exit with NNG objects left)
+from fastworker_common.errors import ControlPlaneUnavailable, Timeout, nobody_at, rejection
+from fastworker_common.tls import TLS, dial_config
 from fastworker_protocol import Codec, DecodeError, Error, Message
 
 M = TypeVar("M", bound=Message)
@@ -58,7 +59,7 @@ class RequestChannel:
     ) -> M:
         """Send ``message`` and return its reply, raising the SDK's errors.
 
-        Error replies raise :class:`~fastworker.errors.RequestRejected` (or a subclass);
+        Error replies raise :class:`~fastworker_common.errors.RequestRejected` (or a subclass);
         no reply within ``timeout`` raises ``Timeout`` if a control plane is connected,
         else ``ControlPlaneUnavailable``, which comes after ``connect_timeout`` already if
         no connection is made by then. A message that cannot be sent (too large) raises

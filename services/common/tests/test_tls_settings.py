@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fastworker import TLS, TLSError
-from fastworker.tls import dial_config, host_of
+from fastworker_common.tls import TLS, TLSError, dial_config, host_of
 
 
 def test_plain_tcp_needs_no_tls_config_even_with_settings() -> None:

@@ -18,8 +18,8 @@ import threading
 import time
 from typing import Protocol, TypeVar
 
-from fastworker._transport import read_reply, with_auth
-from fastworker.errors import Timeout
+from fastworker_common.errors import Timeout
+from fastworker_common.transport import read_reply, with_auth
 from fastworker_protocol import Codec, Message, Priority
 
 M = TypeVar("M", bound=Message)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from fastworker.testing._life import Life
 from fastworker_protocol import FailureReason, TaskError, TaskState
+from fastworker_protocol.attempts import Life
 from fastworker_protocol.states import InvalidTransition
 
 BOOM = TaskError(type="RuntimeError", message="boom", reason=FailureReason.EXCEPTION)

@@ -5,7 +5,8 @@ aio left in a reference cycle by a cancelled coroutine, say) is freed later, by 
 interpreter's final collection, into an NNG that has been shut down: the process hangs
 or aborts with ``panic: pthread_mutex_lock`` (pynng issue #108). Exit handlers run
 last-registered first, so a collection registered after pynng's frees those objects
-while NNG still runs.
+while NNG still runs. The modules that open FastWorker's sockets (``transport``,
+``discovery``, ``nng_io``) import this one, so any process using them exits cleanly.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fastworker_subworker.tokens import Tokens
+from fastworker_common.tokens import Tokens
 
 
 def test_the_token_is_accepted_as_text_or_bytes_and_nothing_else() -> None:
