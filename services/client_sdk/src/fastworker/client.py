@@ -14,6 +14,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar, overload
 
+from fastworker._admin_calls import AsyncAdmin
 from fastworker._callbacks import Callback, CompletionWatcher
 from fastworker._calls import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -30,11 +31,8 @@ from fastworker._calls import (
     id_chunks,
     lane_address,
     left_to_wait,
-    limit_change,
     pause_before_getting_again,
     priority_of,
-    queue_action,
-    task_page,
     task_spec,
     unwrap,
 )
@@ -57,28 +55,13 @@ from fastworker_protocol import (
     Cancelled,
     EncodeError,
     Get,
-    LimitInfo,
-    LimitList,
-    ListLimits,
-    ListQueues,
-    ListSchedules,
-    ListTasks,
-    ListWorkers,
     Message,
     Priority,
-    QueueActed,
-    QueueInfo,
-    QueueList,
     Results,
-    ScheduleInfo,
-    ScheduleList,
     Submit,
-    TaskList,
     TaskResult,
     TaskSpec,
     TaskState,
-    WorkerInfo,
-    WorkerList,
 )
 
 __all__ = ["BatchItem", "Client", "TaskPage", "TaskRef", "announce_from_base", "unwrap"]
@@ -93,7 +76,7 @@ RESULTS: local.Lane = None  # the results channel's lane (the others are priorit
 log = logging.getLogger("fastworker.client")
 
 
-class Client(AsyncWorkflows, AsyncOperations):
+class Client(AsyncWorkflows, AsyncOperations, AsyncAdmin):
     """Async FastWorker client.
 
     ``timeout`` is one deadline for each call, retries included (and the default wait of
@@ -480,68 +463,6 @@ class Client(AsyncWorkflows, AsyncOperations):
         """Cancel a task that has not finished; ``False`` if it already had."""
         reply = await self._request(RESULTS, Cancel(task_id=task_id), Cancelled, None)
         return reply.changed
-
-    async def list_tasks(self, status: TaskState | str | None = None, limit: int = 100) -> TaskPage:
-        state = TaskState(status) if status is not None else None
-        message = ListTasks(status=state, limit=limit)
-        reply = await self._request(RESULTS, message, TaskList, None)
-        return task_page(reply)
-
-    async def list_schedules(self) -> list[ScheduleInfo]:
-        """Every schedule, declared by ``@task`` or added at run time (``source``): its
-        spec, the task and arguments it runs, next and last run, runs and skipped ticks."""
-        reply = await self._request(RESULTS, ListSchedules(), ScheduleList, None)
-        return reply.schedules
-
-    async def list_workers(self) -> list[WorkerInfo]:
-        reply = await self._request(RESULTS, ListWorkers(), WorkerList, None)
-        return reply.workers
-
-    # --- queues and limits ------------------------------------------------------------------
-
-    async def list_queues(self) -> list[QueueInfo]:
-        """Every named queue: depth per priority, oldest task's age, running tasks,
-        workers serving it, whether it is paused, its limits."""
-        reply = await self._request(RESULTS, ListQueues(), QueueList, None)
-        return reply.queues
-
-    async def pause_queue(self, queue: str) -> None:
-        """Stop dispatching from ``queue`` (it still accepts tasks) until resumed; kept
-        across control-plane restarts with a state dir."""
-        await self._queue_action(queue, "pause")
-
-    async def resume_queue(self, queue: str) -> None:
-        await self._queue_action(queue, "resume")
-
-    async def purge_queue(self, queue: str) -> int:
-        """Cancel every task queued in ``queue`` (not running, delayed or retrying ones);
-        returns how many."""
-        return (await self._queue_action(queue, "purge")).purged
-
-    async def _queue_action(self, queue: str, action: str) -> QueueActed:
-        message = queue_action(queue, action)
-        return await self._request(RESULTS, message, QueueActed, None)
-
-    async def list_limits(self) -> list[LimitInfo]:
-        """Every rate and concurrency limit in effect, declared or set at run time."""
-        reply = await self._request(RESULTS, ListLimits(), LimitList, None)
-        return reply.limits
-
-    async def set_limit(
-        self,
-        scope: str,
-        name: str,
-        *,
-        rate: str | None = None,
-        concurrency: int | None = None,
-        reset: bool = False,
-    ) -> list[LimitInfo]:
-        """Change a ``"queue"``'s or a ``"task"`` name's limits at run time: ``rate`` like
-        ``"100/s"`` (``"off"`` lifts it), ``concurrency`` tasks running at once (0 lifts
-        it); ``None`` leaves one as it is, ``reset`` first goes back to what ``@task``
-        declared. Kept across restarts with a state dir. Returns the limits now."""
-        message = limit_change(scope, name, rate, concurrency, reset)
-        return (await self._request(RESULTS, message, LimitList, None)).limits
 
     # --- plumbing ---------------------------------------------------------------------------
 

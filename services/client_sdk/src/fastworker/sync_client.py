@@ -22,12 +22,12 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar, overload
 
+from fastworker._admin_calls import SyncAdmin
 from fastworker._blocking import BlockingChannel, announcement, successor
 from fastworker._callbacks import Callback
 from fastworker._calls import (
     DEFAULT_CONNECT_TIMEOUT,
     BatchItem,
-    TaskPage,
     TaskRef,
     announce_from_base,
     batch_specs,
@@ -37,11 +37,8 @@ from fastworker._calls import (
     id_chunks,
     lane_address,
     left_to_wait,
-    limit_change,
     pause_before_getting_again,
     priority_of,
-    queue_action,
-    task_page,
     task_spec,
     unwrap,
 )
@@ -62,28 +59,13 @@ from fastworker_protocol import (
     Cancelled,
     EncodeError,
     Get,
-    LimitInfo,
-    LimitList,
-    ListLimits,
-    ListQueues,
-    ListSchedules,
-    ListTasks,
-    ListWorkers,
     Message,
     Priority,
-    QueueActed,
-    QueueInfo,
-    QueueList,
     Results,
-    ScheduleInfo,
-    ScheduleList,
     Submit,
-    TaskList,
     TaskResult,
     TaskSpec,
     TaskState,
-    WorkerInfo,
-    WorkerList,
 )
 
 M = TypeVar("M", bound=Message)
@@ -95,7 +77,7 @@ P = ParamSpec("P")
 log = logging.getLogger("fastworker.client")
 
 
-class SyncClient(SyncWorkflows, SyncOperations):
+class SyncClient(SyncWorkflows, SyncOperations, SyncAdmin):
     """Blocking FastWorker client; same arguments and methods as :class:`Client` (a
     replicated control plane's leader is followed alike), and safe to share between
     threads."""
@@ -391,54 +373,6 @@ class SyncClient(SyncWorkflows, SyncOperations):
         """Cancel a task that has not finished; ``False`` if it already had."""
         reply = self._request(RESULTS, Cancel(task_id=task_id), Cancelled)
         return reply.changed
-
-    def list_tasks(self, status: TaskState | str | None = None, limit: int = 100) -> TaskPage:
-        state = TaskState(status) if status is not None else None
-        message = ListTasks(status=state, limit=limit)
-        return task_page(self._request(RESULTS, message, TaskList))
-
-    def list_schedules(self) -> list[ScheduleInfo]:
-        """As :meth:`Client.list_schedules`: every schedule, declared or added."""
-        return self._request(RESULTS, ListSchedules(), ScheduleList).schedules
-
-    def list_workers(self) -> list[WorkerInfo]:
-        return self._request(RESULTS, ListWorkers(), WorkerList).workers
-
-    # --- queues and limits ------------------------------------------------------------------
-
-    def list_queues(self) -> list[QueueInfo]:
-        """As :meth:`Client.list_queues`."""
-        return self._request(RESULTS, ListQueues(), QueueList).queues
-
-    def pause_queue(self, queue: str) -> None:
-        """As :meth:`Client.pause_queue`."""
-        self._queue_action(queue, "pause")
-
-    def resume_queue(self, queue: str) -> None:
-        self._queue_action(queue, "resume")
-
-    def purge_queue(self, queue: str) -> int:
-        """As :meth:`Client.purge_queue`."""
-        return self._queue_action(queue, "purge").purged
-
-    def _queue_action(self, queue: str, action: str) -> QueueActed:
-        return self._request(RESULTS, queue_action(queue, action), QueueActed)
-
-    def list_limits(self) -> list[LimitInfo]:
-        return self._request(RESULTS, ListLimits(), LimitList).limits
-
-    def set_limit(
-        self,
-        scope: str,
-        name: str,
-        *,
-        rate: str | None = None,
-        concurrency: int | None = None,
-        reset: bool = False,
-    ) -> list[LimitInfo]:
-        """As :meth:`Client.set_limit`."""
-        message = limit_change(scope, name, rate, concurrency, reset)
-        return self._request(RESULTS, message, LimitList).limits
 
     # --- callbacks --------------------------------------------------------------------------
 
