@@ -93,7 +93,7 @@ def test_a_task_is_refused_exactly_when_its_size_plus_32_passes_the_limit_less_1
     b = board(max_message_size=1024 + 131 if accepted else 1024 + 130)
 
     if accepted:
-        assert b.submit(submit.tasks, Priority.NORMAL, NOW) == ["example-1"]
+        assert b.submit(submit.tasks, Priority.NORMAL, NOW)[0] == ["example-1"]
     else:
         with pytest.raises(Rejected) as refused:
             b.submit(submit.tasks, Priority.NORMAL, NOW)

@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 from view_world import ADD, NOW, FakeClock
 
 from fastworker_control_plane.core.board import TaskBoard
+from fastworker_control_plane.core.entropy import counting
 from fastworker_control_plane.core.limits import Scope
 from fastworker_control_plane.core.queue_controls import set_limit
 from fastworker_control_plane.core.rejected import Rejected
@@ -123,9 +124,14 @@ def test_a_queue_name_is_checked_against_the_protocols_rule() -> None:
 
 @pytest.fixture
 async def engine() -> AsyncIterator[Engine]:
-    board = TaskBoard(uniform=lambda low, high: high)
+    board = TaskBoard()
     board.register("w1", "host-w1", 4, [ADD], NOW)
-    engine = Engine(board, heartbeat_timeout=10.0, clock=FakeClock())
+    engine = Engine(
+        board,
+        heartbeat_timeout=10.0,
+        clock=FakeClock(),
+        entropy=counting(lambda low, high: high),
+    )
     yield engine
     engine.close()
     for _ in range(3):  # let a dispatch a route kicked run before the loop closes

@@ -1,8 +1,10 @@
 """The control plane's engine: the task board plus the asyncio glue around it.
 
-It owns the held requests (clients waiting for results, subworkers waiting for work),
-reads the clock, and runs dispatch once per event-loop turn however many submissions
-and reports arrived in it, so work moves in batches under load.
+It acts on what the board decides (the ``Effects`` each operation returns: results to
+tell, workers to stop, transitions to publish and journal), holds the requests that wait
+(clients for results, subworkers for work: ``held_fetches``), drives every timer from
+one injected clock (``world``), and runs dispatch once per event-loop turn however many
+submissions and reports arrived in it, so work moves in batches under load.
 """
 
 from __future__ import annotations
@@ -14,12 +16,16 @@ from typing import Protocol
 
 import structlog
 
+from fastworker_control_plane import world
 from fastworker_control_plane.action_log import Action, ActionLog
 from fastworker_control_plane.core import dead_letter_ops, queue_controls, runtime_schedules
 from fastworker_control_plane.core.board import TaskBoard
+from fastworker_control_plane.core.effects import Effects
+from fastworker_control_plane.core.entropy import Entropy
 from fastworker_control_plane.core.limits import Scope
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.core.workers import Delivery
+from fastworker_control_plane.core.workflow_records import WorkflowRecord
 from fastworker_control_plane.core.workflows import WorkflowBook
 from fastworker_control_plane.durability.entries import Recorder
 from fastworker_control_plane.durability.errors import NotLeading
@@ -30,6 +36,7 @@ from fastworker_control_plane.events import (
     EventBus,
     Subscription,
 )
+from fastworker_control_plane.held_fetches import HeldFetches
 from fastworker_control_plane.tracing import DispatchTracer
 from fastworker_control_plane.waiters import (
     DEFAULT_MAX_HELD_WAITS,
@@ -37,6 +44,7 @@ from fastworker_control_plane.waiters import (
     WaitBudget,
 )
 from fastworker_control_plane.workflow_runner import WorkflowRunner
+from fastworker_control_plane.world import Alarm, clock_of, system_entropy
 from fastworker_protocol import (
     MAX_FAILED_LISTED,
     Assign,
@@ -57,7 +65,8 @@ from fastworker_protocol import (
 
 log = structlog.get_logger(__name__)
 
-Clock = Callable[[], float]
+# What the engine takes as its clock: a ``world.Clock``, or a function giving the time.
+Clock = world.Clock | Callable[[], float]
 
 
 class Replication(Protocol):
@@ -81,21 +90,28 @@ class Engine:
         *,
         heartbeat_timeout: float,
         clock: Clock = time.time,
+        entropy: Entropy | None = None,
         workflows: WorkflowBook | None = None,
         max_held_waits: int = DEFAULT_MAX_HELD_WAITS,
         max_event_streams: int = DEFAULT_MAX_SUBSCRIPTIONS,
     ) -> None:
+        """``clock``: a ``world.Clock``, or a function giving the time (wake-ups then come
+        from the running event loop); ``entropy``: the system's by default."""
         self.board = board
         self.heartbeat_timeout = heartbeat_timeout
-        self.clock = clock
+        self.clock = clock_of(clock)
+        self.entropy = entropy or system_entropy()
+        board.use_entropy(self.entropy)
         self.waiters = CompletionWaiters(WaitBudget(max_held_waits))
         self.events = EventBus(max_event_streams)
-        self._fetches: dict[str, asyncio.Future[Delivery]] = {}
-        self._cancels: dict[str, list[str]] = {}  # per worker: held tasks since cancelled
+        self._fetches = HeldFetches(self.clock)
         self._worker_pipes: dict[str, int] = {}
         self._dispatch_scheduled = False
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_due: float | None = None
+        self._alarm = Alarm(self.clock, self._release_due)
+        # What the board did that is not yet published (and journaled), kept only while
+        # someone listens (``recording``); a workflow's records go in the same commit.
+        self._unpublished = Effects(record=True)
+        self._workflow_records: list[WorkflowRecord] = []
         self.accepting = True
         self.dispatch_tracer: DispatchTracer | None = None  # set when exporting traces
         self.journal: Journal | None = None  # set with --state-dir
@@ -110,7 +126,8 @@ class Engine:
 
     def submit(self, specs: Sequence[TaskSpec], priority: Priority) -> list[str]:
         self.check_writable()
-        ids = self.board.submit(specs, priority, self.clock())
+        ids, effects = self.board.submit(specs, priority, self.clock(), record=self.recording)
+        self.take(effects)
         self.kick()
         self.arm_timer()
         return ids
@@ -119,18 +136,40 @@ class Engine:
         self, specs: Sequence[TaskSpec], priority: Priority
     ) -> tuple[list[str], list[Rejected]]:
         self.check_writable()
-        ids, rejected = self.board.submit_each(specs, priority, self.clock())
+        ids, rejected, effects = self.board.submit_each(
+            specs, priority, self.clock(), record=self.recording
+        )
+        self.take(effects)
         self.kick()
         self.arm_timer()
         return ids, rejected
+
+    @property
+    def recording(self) -> bool:
+        """Whether the board's transitions are wanted: a journal or a stream listens."""
+        return self.journal is not None or self.events.has_subscribers
+
+    def take(self, effects: Effects) -> None:
+        """Act on what a board operation did: keep its transitions (and dead letters gone)
+        to publish, tell the results, have workers stop what others finished."""
+        if effects.changes:
+            self._unpublished.changes += effects.changes
+        if effects.dead_gone and self.journal is not None:
+            self._unpublished.dead_gone += effects.dead_gone
+        if effects.finished:
+            self.finished(effects.finished)
+        for holder, task_id in effects.superseded:
+            self._tell_to_stop(holder, task_id)
+
+    def journal_records(self, records: list[WorkflowRecord]) -> None:
+        """A workflow decision's records: journaled with the transitions of this turn."""
+        if records and self.journal is not None:
+            self._workflow_records += records
 
     def keep_journal(self, journal: Journal) -> None:
         """Write every transition to ``journal`` from now on (it has been replayed and
         started)."""
         self.journal = journal
-        self.board.record_changes = True
-        self.board.dead_letters.removed = []  # dead letters retried or purged, journaled
-        self.workflows.book.record_changes = True
 
     def check_writable(self) -> None:
         if self.replication is not None and not self.replication.accepts_writes():
@@ -185,9 +224,10 @@ class Engine:
         workflow's own cancel (its workflow was accepted when writes were)."""
         if checked:
             self.check_writable()
-        result, changed = self.board.cancel(task_id, self.clock())
+        result, effects = self.board.cancel(task_id, self.clock(), record=self.recording)
+        changed = bool(effects.finished)
         if changed:
-            self.finished([result])
+            self.take(effects)
             self.kick()  # publishes the transition
             if result.worker_id is not None:
                 self._tell_to_stop(result.worker_id, task_id)
@@ -196,12 +236,8 @@ class Engine:
     def _tell_to_stop(self, worker_id: str, task_id: str) -> None:
         """Have a worker stop a task it holds, through the reply to its held fetch
         (answered at once) or its next one."""
-        if self.board.workers.get(worker_id) is None:
-            return
-        self._cancels.setdefault(worker_id, []).append(task_id)
-        held = self._fetches.pop(worker_id, None)
-        if held is not None and not held.done():
-            held.set_result(Delivery())
+        if self.board.workers.get(worker_id) is not None:
+            self._fetches.tell_to_stop(worker_id, task_id)
 
     def acted(self, kind: str, target: str, source: str, **detail: object) -> Action:
         """Note an operator's action (``action_log``): the event stream sends it."""
@@ -219,7 +255,10 @@ class Engine:
     def retry_failed(self, filter: FailedFilter, all_matching: bool, source: str) -> FailedRetried:
         """Queue the selected dead letters again as new tasks (``dead_letter_ops``)."""
         self.check_writable()
-        retried = dead_letter_ops.retry(self.board, filter, all_matching, self.clock())
+        retried, effects = dead_letter_ops.retry(
+            self.board, filter, all_matching, self.clock(), record=self.recording
+        )
+        self.take(effects)
         if retried.retried:
             target = _target(filter, len(retried.retried))
             self.acted("failed.retry", target, source, count=len(retried.retried))
@@ -230,7 +269,8 @@ class Engine:
     def purge_failed(self, filter: FailedFilter, all_matching: bool, source: str) -> FailedPurged:
         """Drop the selected dead letters."""
         self.check_writable()
-        purged = dead_letter_ops.purge(self.board, filter, all_matching, self.clock())
+        purged, effects = dead_letter_ops.purge(self.board, filter, all_matching, self.clock())
+        self.take(effects)
         if purged.purged:
             self.acted("failed.purge", _target(filter, purged.purged), source, count=purged.purged)
             self.kick()  # publishes (journals) the removal
@@ -244,11 +284,11 @@ class Engine:
             self.kick()  # publishes (journals) the change; resumed work goes out
 
     def purge_queue(self, queue: str) -> int:
-        purged = queue_controls.purge(self.board, queue, self.clock())
-        log.info("queue purged", queue=queue, cancelled=len(purged))
-        self.finished(purged)
+        effects = queue_controls.purge(self.board, queue, self.clock(), record=self.recording)
+        log.info("queue purged", queue=queue, cancelled=len(effects.finished))
+        self.take(effects)
         self.kick()
-        return len(purged)
+        return len(effects.finished)
 
     def set_limit(
         self, scope: Scope, name: str, rate: str | None, concurrency: int | None, *, reset: bool
@@ -294,7 +334,7 @@ class Engine:
     ) -> None:
         defined = self.board.schedules.defined
         named = [s.name for s in signatures if s.name in defined]  # declared now, maybe
-        self.finished(
+        self.take(
             self.board.register(
                 worker_id,
                 name,
@@ -304,6 +344,7 @@ class Engine:
                 local=local,
                 confirms=confirms,
                 queues=queues,
+                record=self.recording,
             )
         )
         if taken := [n for n in named if n not in defined]:
@@ -325,16 +366,18 @@ class Engine:
         """A request from the worker: note its connection and the batches it confirms
         (the tasks of batches it never received are queued again)."""
         self.seen(worker_id, pipe_id)
-        queued = len(self.board.queues)
-        self.board.heard(worker_id, received, self.clock())
-        if len(self.board.queues) != queued:
+        effects = self.board.heard(worker_id, received, self.clock(), record=self.recording)
+        self.take(effects)
+        if effects.queued:
             self.kick()
 
     async def assign(self, worker_id: str, wait: float, prefetch: int = 0) -> Assign:
         """The reply to a ``fetch``: tasks, and the ids of held tasks since cancelled."""
         delivery = await self.fetch(worker_id, wait, prefetch)
         return Assign(
-            tasks=delivery.tasks, batch=delivery.batch, cancel=self._cancels.pop(worker_id, [])
+            tasks=delivery.tasks,
+            batch=delivery.batch,
+            cancel=self._fetches.take_cancels(worker_id),
         )
 
     async def fetch(self, worker_id: str, wait: float, prefetch: int = 0) -> Delivery:
@@ -342,66 +385,40 @@ class Engine:
         ``wait`` seconds pass; a draining worker is answered at once (it only reports)."""
         slot = self.board.touch(worker_id, self.clock())
         slot.set_prefetch(prefetch)
-        if not slot.accepts_work or worker_id in self._cancels:
+        if not slot.accepts_work or self._fetches.has_cancels(worker_id):
             return Delivery()
-        previous = self._fetches.pop(worker_id, None)
-        if previous is not None and not previous.done():
-            previous.set_result(Delivery())
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Delivery] = loop.create_future()
-        self._fetches[worker_id] = future
-        expiry = loop.call_later(max(0.0, wait), self._expire_fetch, worker_id, future)
+        held = self._fetches.hold(worker_id, wait)
         self.kick()
-        try:
-            return await future
-        finally:
-            expiry.cancel()
-            if self._fetches.get(worker_id) is future:
-                del self._fetches[worker_id]
+        return await held
 
     @property
     def fetching(self) -> frozenset[str]:
         """The workers whose fetch is held here, waiting for work."""
-        return frozenset(w for w, f in self._fetches.items() if not f.done())
-
-    def _expire_fetch(self, worker_id: str, future: asyncio.Future[Delivery]) -> None:
-        if self._fetches.get(worker_id) is future:
-            del self._fetches[worker_id]
-        if not future.done():
-            future.set_result(Delivery())
+        return frozenset(self._fetches.waiting())
 
     def drain(self, worker_id: str) -> None:
         """The worker takes no new work: answer its held fetch now, empty."""
         self.board.drain(worker_id, self.clock())
-        pending = self._fetches.pop(worker_id, None)
-        if pending is not None and not pending.done():
-            pending.set_result(Delivery())
+        self._fetches.release(worker_id)
 
     def report(self, worker_id: str, started: Iterable[str], outcomes: Iterable[Outcome]) -> None:
-        self.finished(self.board.report(worker_id, started, outcomes, self.clock()))
-        self._stop_superseded()
+        now = self.clock()
+        self.take(self.board.report(worker_id, started, outcomes, now, record=self.recording))
         self.kick()
         self.arm_timer()
-
-    def _stop_superseded(self) -> None:
-        for holder, task_id in self.board.take_superseded():
-            self._tell_to_stop(holder, task_id)
 
     def remove_worker(self, worker_id: str, reason: str) -> None:
         if self.board.workers.get(worker_id) is None:
             return
         log.info("subworker removed", worker_id=worker_id, reason=reason)
-        self.finished(self.board.remove_worker(worker_id, self.clock()))
+        self.take(self.board.remove_worker(worker_id, self.clock(), record=self.recording))
         self._forget(worker_id)
         self.kick()
 
     def _forget(self, worker_id: str) -> None:
         """Drop the I/O state of a worker the board no longer has."""
         self._worker_pipes.pop(worker_id, None)
-        self._cancels.pop(worker_id, None)
-        pending = self._fetches.pop(worker_id, None)
-        if pending is not None and not pending.done():
-            pending.set_result(Delivery())
+        self._fetches.forget(worker_id)
 
     def pipe_closed(self, pipe_id: int) -> None:
         for worker_id, pipe in list(self._worker_pipes.items()):
@@ -427,7 +444,8 @@ class Engine:
         self.waiters.resolve(results)
 
     def kick(self) -> None:
-        """Run dispatch at the end of this event-loop turn (once, however often kicked)."""
+        """Run dispatch (and publish) at the end of this event-loop turn (once, however
+        often kicked)."""
         if not self._dispatch_scheduled:
             self._dispatch_scheduled = True
             asyncio.get_running_loop().call_soon(self._dispatch)
@@ -435,20 +453,17 @@ class Engine:
     def subscribe(self, backlog: int = DEFAULT_BACKLOG) -> Subscription:
         """Every task transition from now on, as events (see ``events``); raises
         ``TooManySubscriptions`` past ``--max-event-streams``."""
-        subscription = self.events.subscribe(backlog)
-        self.board.record_changes = True
-        return subscription
+        return self.events.subscribe(backlog)
 
     def _publish(self) -> None:
-        # A workflow's records go in the same group commit as the tasks they queued.
-        records = self.workflows.book.changes()
-        if self.board.changes or self._recorder.behind(self.board) or records:
-            changes = self.board.take_changes()
+        done, records = self._unpublished, self._workflow_records
+        if done.changes or done.dead_gone or records or self._recorder.behind(self.board):
+            self._unpublished, self._workflow_records = Effects(record=True), []
             if self.journal is not None:
-                self.journal.append([*self._recorder.entries(changes, self.board), *records])
+                entries = self._recorder.entries(done.changes, self.board, done.dead_gone)
+                self.journal.append([*entries, *records])
             if self.events.has_subscribers:
-                self.events.publish(changes, self.clock())
-        self.board.record_changes = self.events.has_subscribers or self.journal is not None
+                self.events.publish(done.changes, self.clock())
 
     def _dispatch(self) -> None:
         self._dispatch_scheduled = False
@@ -460,41 +475,27 @@ class Engine:
     def _assign_ready(self) -> None:
         if not self._fetches or not len(self.board.queues):
             return
-        # A fetch whose handler was cancelled has a done future until its task runs again.
-        ready = [worker_id for worker_id, f in self._fetches.items() if not f.done()]
         now = self.clock()
-        for worker_id, tasks in self.board.dispatch(ready, now).items():
+        plan, effects = self.board.dispatch(self._fetches.waiting(), now, record=self.recording)
+        self.take(effects)
+        for worker_id, tasks in plan.items():
             if self.dispatch_tracer is not None:
                 tasks = self.dispatch_tracer.dispatched(self.board, worker_id, tasks, now)
-            self._fetches.pop(worker_id).set_result(self.board.deliver(worker_id, tasks))
+            self._fetches.answer(worker_id, self.board.deliver(worker_id, tasks))
         if self._fetches:  # workers still wait: a rate limit may hold tasks back
             self.arm_timer()
 
     def arm_timer(self) -> None:
         """Wake up when the earliest delayed or retrying task is due, or a spent rate limit
         lets a task go (the upkeep loop's once-a-second release is the fallback)."""
-        due = min(
-            (
-                d
-                for d in (
-                    self.board.schedule.next_due(),
-                    queue_controls.next_limit_due(self.board, self.clock()),
-                )
-                if d is not None
-            ),
-            default=None,
+        dues = (
+            self.board.schedule.next_due(),
+            queue_controls.next_limit_due(self.board, self.clock()),
         )
-        if due is None or (self._timer_due is not None and self._timer_due <= due):
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-        delay = max(0.0, due - self.clock())
-        self._timer = asyncio.get_running_loop().call_later(delay, self._release_due)
-        self._timer_due = due
+        self._alarm.set(min((d for d in dues if d is not None), default=None))
 
     def _release_due(self) -> None:
-        self._timer, self._timer_due = None, None
-        self.board.release_due(self.clock())
+        self.take(self.board.release_due(self.clock(), record=self.recording))
         self.kick()  # due tasks, or a rate limit's new token
         self.arm_timer()
 
@@ -505,40 +506,39 @@ class Engine:
         A worker whose fetch is being held is not silent: it is waiting on us.
         """
         now = self.clock()
-        if self.board.release_due(now):
+        due = self.board.release_due(now, record=self.recording)
+        self.take(due)
+        if due.queued:
             self.kick()
         if sweep:
             self.board.results.sweep(now)
             self.board.dead_letters.sweep(now)
             self.workflows.sweep()
             self.board.forget_stale_keys(now)
-        for worker_id in self._fetches:
+        for worker_id in self._fetches.holders():
             self.board.touch(worker_id, now)
-        late = self.board.time_out_overdue(now, self.heartbeat_timeout)
-        if late:
-            log.warning("tasks silent past their time limit failed", count=len(late))
-            self.finished(late)
-            self._stop_superseded()
+        late = self.board.time_out_overdue(now, self.heartbeat_timeout, record=self.recording)
+        if late.finished:
+            log.warning("tasks silent past their time limit failed", count=len(late.finished))
+            self.take(late)
             self.kick()
-        removed, finished = self.board.expire_silent(now, self.heartbeat_timeout)
+        removed, effects = self.board.expire_silent(
+            now, self.heartbeat_timeout, record=self.recording
+        )
         for worker_id in removed:
             log.warning("subworker removed", worker_id=worker_id, reason="missed heartbeats")
             self._forget(worker_id)
         if removed:
-            self.finished(finished)
+            self.take(effects)
             self.kick()
 
     def close(self) -> None:
         """Stop taking work and answer every held request now."""
         self.accepting = False
-        if self._timer is not None:
-            self._timer.cancel()
+        self._alarm.cancel()
         self.waiters.release_all()
         self.workflows.release_all()
-        for future in self._fetches.values():
-            if not future.done():
-                future.set_result(Delivery())
-        self._fetches.clear()
+        self._fetches.release_all()
 
 
 def _target(selection: FailedFilter, count: int) -> str:

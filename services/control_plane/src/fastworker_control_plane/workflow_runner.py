@@ -14,8 +14,11 @@ from collections import Counter, deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from fastworker_control_plane.core.admission import refusal
 from fastworker_control_plane.core.board_types import task_size
+from fastworker_control_plane.core.effects import Effects
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.core.workflow_graph import Release
 from fastworker_control_plane.core.workflows import Actions, WorkflowBook, check
@@ -55,8 +58,10 @@ class WorkflowRunner:
         engine = self._engine
         engine.check_writable()
         check(message, engine.board.catalog, engine.board.config)
+        if not message.workflow_id:
+            message = msgspec.structs.replace(message, workflow_id=engine.entropy.new_id())
         accepted = self.book.accept(message, engine.clock())
-        self.carry_out(Actions(release=accepted.release))
+        self.carry_out(Actions(release=accepted.release, records=accepted.records))
         return WorkflowAccepted(workflow_id=accepted.workflow_id, task_ids=accepted.task_ids)
 
     def info(self, workflow_id: str) -> WorkflowInfo:
@@ -124,8 +129,10 @@ class WorkflowRunner:
             self._draining = False
 
     def carry_out(self, actions: Actions) -> None:
-        """Queue what is released, cancel what is to be cancelled, wake waiters."""
+        """Journal the decision, queue what is released, cancel what is to be cancelled,
+        wake waiters."""
         engine = self._engine
+        engine.journal_records(actions.records)
         for release in actions.release:
             self._release(release)
         for task_id in actions.cancel:
@@ -163,7 +170,9 @@ class WorkflowRunner:
             self._results.append(_refused(spec.id, spec.name, priority, rejected, now))
             self.finished(())
             return
-        board.enqueue(spec, size, priority, now)
+        effects = Effects(self._engine.recording)
+        board.enqueue(spec, size, priority, now, effects)
+        self._engine.take(effects)
         known = board.get(spec.id, now)
         if known is not None and known.status.is_final:  # final already: as if just ended
             self.finished([known])

@@ -12,7 +12,7 @@ for ``WorkflowBook.restore``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from fastworker_control_plane.core import runtime_schedules
@@ -71,10 +71,13 @@ class Recorder:
         return (
             board.controls_version != self.controls_version
             or board.schedules.version != self.schedules_version
-            or bool(board.dead_letters.removed)
         )
 
-    def entries(self, changes: Iterable[Change], board: TaskBoard) -> list[Entry]:
+    def entries(
+        self, changes: Iterable[Change], board: TaskBoard, gone: Sequence[str] = ()
+    ) -> list[Entry]:
+        """The entries for ``changes`` and the dead letters ``gone`` (retried or purged),
+        and for what else changed on the board since the last call."""
         entries: list[Entry] = []
         done: set[str] = set()  # a task failed and retried within the batch: one Done
         for change in changes:
@@ -111,9 +114,8 @@ class Recorder:
         if board.controls_version != self.controls_version:
             self.controls_version = board.controls_version
             entries.append(controls(board))
-        gone = board.dead_letters.take_removed()
         for at in range(0, len(gone), GONE_PER_ENTRY):  # a purge of 100,000: ten entries
-            entries.append(DeadGone(task_ids=gone[at : at + GONE_PER_ENTRY]))
+            entries.append(DeadGone(task_ids=list(gone[at : at + GONE_PER_ENTRY])))
         return entries
 
     def _definitions(self, defined: dict[str, ScheduleSpec]) -> list[Entry]:
