@@ -324,7 +324,7 @@ async def test_a_journal_that_cannot_be_written_is_an_internal_error(
     async def broken() -> None:
         raise Rejected(ErrorCode.INTERNAL, "journal cannot be written (in memory only)")
 
-    monkeypatch.setattr(engine, "durable", broken)
+    monkeypatch.setattr(engine.outbox, "durable", broken)
 
     response = await http.post("/api/queues/reports/pause", headers={**AUTH, **ACT})
 

@@ -12,24 +12,19 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
 
 import structlog
 
 from fastworker_control_plane import world
-from fastworker_control_plane.action_log import Action, ActionLog
-from fastworker_control_plane.core import dead_letter_ops, queue_controls, runtime_schedules
+from fastworker_control_plane.action_log import ActionLog
+from fastworker_control_plane.core import queue_controls
 from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.effects import Effects
 from fastworker_control_plane.core.entropy import Entropy
-from fastworker_control_plane.core.limits import Scope
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.core.workers import Delivery
-from fastworker_control_plane.core.workflow_records import WorkflowRecord
 from fastworker_control_plane.core.workflows import WorkflowBook
-from fastworker_control_plane.durability.entries import Recorder
-from fastworker_control_plane.durability.errors import NotLeading
-from fastworker_control_plane.durability.journal import Journal, JournalError
+from fastworker_control_plane.durability.journal import Journal
 from fastworker_control_plane.events import (
     DEFAULT_BACKLOG,
     DEFAULT_MAX_SUBSCRIPTIONS,
@@ -37,6 +32,8 @@ from fastworker_control_plane.events import (
     Subscription,
 )
 from fastworker_control_plane.held_fetches import HeldFetches
+from fastworker_control_plane.operations import Operations
+from fastworker_control_plane.outbox import Outbox, Replication
 from fastworker_control_plane.tracing import DispatchTracer
 from fastworker_control_plane.waiters import (
     DEFAULT_MAX_HELD_WAITS,
@@ -46,18 +43,10 @@ from fastworker_control_plane.waiters import (
 from fastworker_control_plane.workflow_runner import WorkflowRunner
 from fastworker_control_plane.world import Alarm, clock_of, system_entropy
 from fastworker_protocol import (
-    MAX_FAILED_LISTED,
     Assign,
     ErrorCode,
-    FailedFilter,
-    FailedList,
-    FailedPurged,
-    FailedRetried,
     Outcome,
     Priority,
-    ScheduleAdded,
-    ScheduleRemoved,
-    ScheduleSpec,
     TaskResult,
     TaskSignature,
     TaskSpec,
@@ -67,20 +56,6 @@ log = structlog.get_logger(__name__)
 
 # What the engine takes as its clock: a ``world.Clock``, or a function giving the time.
 Clock = world.Clock | Callable[[], float]
-
-
-class Replication(Protocol):
-    """What a replicated leader adds to acknowledgements (``ha.leader``)."""
-
-    def after(self, flushed: asyncio.Future[None]) -> asyncio.Future[None]: ...
-
-    def accepts_writes(self) -> bool: ...
-
-
-_REFUSING = (
-    "too few replicas are in sync to acknowledge writes (--require-sync); nothing was "
-    "queued: retry later"
-)
 
 
 class Engine:
@@ -108,16 +83,11 @@ class Engine:
         self._worker_pipes: dict[str, int] = {}
         self._dispatch_scheduled = False
         self._alarm = Alarm(self.clock, self._release_due)
-        # What the board did that is not yet published (and journaled), kept only while
-        # someone listens (``recording``); a workflow's records go in the same commit.
-        self._unpublished = Effects(record=True)
-        self._workflow_records: list[WorkflowRecord] = []
         self.accepting = True
         self.dispatch_tracer: DispatchTracer | None = None  # set when exporting traces
-        self.journal: Journal | None = None  # set with --state-dir
-        self.replication: Replication | None = None  # set on a replicated leader
-        self._recorder = Recorder()
+        self.outbox = Outbox(board, self.events, self.clock)  # the stream and the journal
         self.actions = ActionLog()
+        self.operations = Operations(self)  # what operators do (``operations``)
         if workflows is None:  # final workflows outlive their steps' results
             workflows = WorkflowBook(ttl=max(3600.0, board.config.result_ttl))
         self.workflows = WorkflowRunner(self, workflows)
@@ -125,8 +95,8 @@ class Engine:
     # --- clients -------------------------------------------------------------------------
 
     def submit(self, specs: Sequence[TaskSpec], priority: Priority) -> list[str]:
-        self.check_writable()
-        ids, effects = self.board.submit(specs, priority, self.clock(), record=self.recording)
+        self.outbox.check_writable()
+        ids, effects = self.board.submit(specs, priority, self.clock(), record=self._recording)
         self.take(effects)
         self.kick()
         self.arm_timer()
@@ -135,9 +105,9 @@ class Engine:
     def submit_each(
         self, specs: Sequence[TaskSpec], priority: Priority
     ) -> tuple[list[str], list[Rejected]]:
-        self.check_writable()
+        self.outbox.check_writable()
         ids, rejected, effects = self.board.submit_each(
-            specs, priority, self.clock(), record=self.recording
+            specs, priority, self.clock(), record=self._recording
         )
         self.take(effects)
         self.kick()
@@ -145,61 +115,35 @@ class Engine:
         return ids, rejected
 
     @property
-    def recording(self) -> bool:
-        """Whether the board's transitions are wanted: a journal or a stream listens."""
-        return self.journal is not None or self.events.has_subscribers
+    def _recording(self) -> bool:
+        return self.outbox.recording
 
     def take(self, effects: Effects) -> None:
         """Act on what a board operation did: keep its transitions (and dead letters gone)
         to publish, tell the results, have workers stop what others finished."""
-        if effects.changes:
-            self._unpublished.changes += effects.changes
-        if effects.dead_gone and self.journal is not None:
-            self._unpublished.dead_gone += effects.dead_gone
+        self.outbox.keep(effects)
         if effects.finished:
             self.finished(effects.finished)
         for holder, task_id in effects.superseded:
             self._tell_to_stop(holder, task_id)
 
-    def journal_records(self, records: list[WorkflowRecord]) -> None:
-        """A workflow decision's records: journaled with the transitions of this turn."""
-        if records and self.journal is not None:
-            self._workflow_records += records
+    @property
+    def journal(self) -> Journal | None:
+        return self.outbox.journal
 
     def keep_journal(self, journal: Journal) -> None:
         """Write every transition to ``journal`` from now on (it has been replayed and
         started)."""
-        self.journal = journal
+        self.outbox.journal = journal
 
-    def check_writable(self) -> None:
-        if self.replication is not None and not self.replication.accepts_writes():
-            raise Rejected(ErrorCode.UNAVAILABLE, _REFUSING)
+    @property
+    def replication(self) -> Replication | None:
+        return self.outbox.replication
 
-    def persisted(self) -> asyncio.Future[None]:
-        """Resolves once every transition so far is in the journal (at once without one):
-        what a reply that acknowledges them waits for."""
-        if self.journal is None:
-            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            done.set_result(None)
-            return done
-        self._publish()
-        if self.replication is None:
-            return self.journal.flushed()
-        return self.replication.after(self.journal.flushed())
-
-    async def durable(self) -> None:
-        """Wait for ``persisted``; a journal that cannot be written is an ``internal``
-        error for the request (retrying it with the same task ids is safe)."""
-        if self.journal is None:
-            return
-        try:
-            await self.persisted()
-        except NotLeading as exc:
-            raise Rejected(ErrorCode.UNAVAILABLE, f"{exc}: discover the leader and retry") from None
-        except JournalError as exc:
-            raise Rejected(
-                ErrorCode.INTERNAL, f"{exc} (the request took effect in memory only)"
-            ) from None
+    @replication.setter
+    def replication(self, replication: Replication | None) -> None:
+        """Set on a replicated leader: acknowledgements wait for the replicas too."""
+        self.outbox.replication = replication
 
     def lookup(self, task_id: str) -> TaskResult | None:
         return self.board.get(task_id, self.clock())
@@ -223,8 +167,8 @@ class Engine:
         reply to its held fetch (answered at once) or its next one. ``checked=False``: a
         workflow's own cancel (its workflow was accepted when writes were)."""
         if checked:
-            self.check_writable()
-        result, effects = self.board.cancel(task_id, self.clock(), record=self.recording)
+            self.outbox.check_writable()
+        result, effects = self.board.cancel(task_id, self.clock(), record=self._recording)
         changed = bool(effects.finished)
         if changed:
             self.take(effects)
@@ -238,85 +182,6 @@ class Engine:
         (answered at once) or its next one."""
         if self.board.workers.get(worker_id) is not None:
             self._fetches.tell_to_stop(worker_id, task_id)
-
-    def acted(self, kind: str, target: str, source: str, **detail: object) -> Action:
-        """Note an operator's action (``action_log``): the event stream sends it."""
-        log.info("operator action", action=kind, target=target, source=source, **detail)
-        return self.actions.record(kind, target, source, self.clock(), **detail)
-
-    # --- dead letters ---------------------------------------------------------------
-
-    def list_failed(self, filter: FailedFilter, limit: int) -> FailedList:
-        """The newest dead letters ``filter`` selects, ``limit`` at most (capped at
-        ``MAX_FAILED_LISTED``), cut to fit one reply."""
-        limit = min(limit, MAX_FAILED_LISTED)
-        return dead_letter_ops.listing(self.board, filter, limit, self.clock())
-
-    def retry_failed(self, filter: FailedFilter, all_matching: bool, source: str) -> FailedRetried:
-        """Queue the selected dead letters again as new tasks (``dead_letter_ops``)."""
-        self.check_writable()
-        retried, effects = dead_letter_ops.retry(
-            self.board, filter, all_matching, self.clock(), record=self.recording
-        )
-        self.take(effects)
-        if retried.retried:
-            target = _target(filter, len(retried.retried))
-            self.acted("failed.retry", target, source, count=len(retried.retried))
-            self.kick()
-            self.arm_timer()
-        return retried
-
-    def purge_failed(self, filter: FailedFilter, all_matching: bool, source: str) -> FailedPurged:
-        """Drop the selected dead letters."""
-        self.check_writable()
-        purged, effects = dead_letter_ops.purge(self.board, filter, all_matching, self.clock())
-        self.take(effects)
-        if purged.purged:
-            self.acted("failed.purge", _target(filter, purged.purged), source, count=purged.purged)
-            self.kick()  # publishes (journals) the removal
-        return purged
-
-    # --- queues and limits --------------------------------------------------------------
-
-    def pause_queue(self, queue: str, paused: bool) -> None:
-        if queue_controls.pause(self.board, queue, paused):
-            log.info("queue paused" if paused else "queue resumed", queue=queue)
-            self.kick()  # publishes (journals) the change; resumed work goes out
-
-    def purge_queue(self, queue: str) -> int:
-        effects = queue_controls.purge(self.board, queue, self.clock(), record=self.recording)
-        log.info("queue purged", queue=queue, cancelled=len(effects.finished))
-        self.take(effects)
-        self.kick()
-        return len(effects.finished)
-
-    def set_limit(
-        self, scope: Scope, name: str, rate: str | None, concurrency: int | None, *, reset: bool
-    ) -> None:
-        queue_controls.set_limit(self.board, scope, name, rate, concurrency, reset=reset)
-        log.info("limit changed", scope=str(scope), name=name, rate=rate, concurrency=concurrency)
-        self.kick()
-        self.arm_timer()
-
-    # --- schedules made at run time ---------------------------------------------------------
-
-    def add_schedule(self, spec: ScheduleSpec, source: str) -> ScheduleAdded:
-        """Make (or replace) a run-time schedule (``core.runtime_schedules``) and arm its
-        first tick; ``source`` is the door the request came in by (``action_log``)."""
-        self.check_writable()
-        info, created = runtime_schedules.add(self.board, spec, self.clock())
-        self.acted("schedule.add", spec.name, source, task=spec.task, spec=info.spec)
-        self.kick()  # publishes (journals) it
-        self.arm_timer()
-        return ScheduleAdded(schedule=info, created=created)
-
-    def remove_schedule(self, name: str, source: str) -> ScheduleRemoved:
-        """Stop a run-time schedule; ``removed`` is false when none had that name."""
-        self.check_writable()
-        removed = runtime_schedules.remove(self.board, name)
-        self.acted("schedule.remove", name, source, removed=removed)
-        self.kick()
-        return ScheduleRemoved(name=name, removed=removed)
 
     # --- subworkers ------------------------------------------------------------------------
 
@@ -344,7 +209,7 @@ class Engine:
                 local=local,
                 confirms=confirms,
                 queues=queues,
-                record=self.recording,
+                record=self._recording,
             )
         )
         if taken := [n for n in named if n not in defined]:
@@ -366,7 +231,7 @@ class Engine:
         """A request from the worker: note its connection and the batches it confirms
         (the tasks of batches it never received are queued again)."""
         self.seen(worker_id, pipe_id)
-        effects = self.board.heard(worker_id, received, self.clock(), record=self.recording)
+        effects = self.board.heard(worker_id, received, self.clock(), record=self._recording)
         self.take(effects)
         if effects.queued:
             self.kick()
@@ -403,7 +268,7 @@ class Engine:
 
     def report(self, worker_id: str, started: Iterable[str], outcomes: Iterable[Outcome]) -> None:
         now = self.clock()
-        self.take(self.board.report(worker_id, started, outcomes, now, record=self.recording))
+        self.take(self.board.report(worker_id, started, outcomes, now, record=self._recording))
         self.kick()
         self.arm_timer()
 
@@ -411,7 +276,7 @@ class Engine:
         if self.board.workers.get(worker_id) is None:
             return
         log.info("subworker removed", worker_id=worker_id, reason=reason)
-        self.take(self.board.remove_worker(worker_id, self.clock(), record=self.recording))
+        self.take(self.board.remove_worker(worker_id, self.clock(), record=self._recording))
         self._forget(worker_id)
         self.kick()
 
@@ -436,7 +301,7 @@ class Engine:
             self.waiters.resolve(results)
             return
         if results:
-            self.persisted().add_done_callback(lambda done: self._resolve(done, results))
+            self.outbox.persisted().add_done_callback(lambda done: self._resolve(done, results))
 
     def _resolve(self, persisted: asyncio.Future[None], results: list[TaskResult]) -> None:
         if not persisted.cancelled() and persisted.exception() is not None:
@@ -455,28 +320,18 @@ class Engine:
         ``TooManySubscriptions`` past ``--max-event-streams``."""
         return self.events.subscribe(backlog)
 
-    def _publish(self) -> None:
-        done, records = self._unpublished, self._workflow_records
-        if done.changes or done.dead_gone or records or self._recorder.behind(self.board):
-            self._unpublished, self._workflow_records = Effects(record=True), []
-            if self.journal is not None:
-                entries = self._recorder.entries(done.changes, self.board, done.dead_gone)
-                self.journal.append([*entries, *records])
-            if self.events.has_subscribers:
-                self.events.publish(done.changes, self.clock())
-
     def _dispatch(self) -> None:
         self._dispatch_scheduled = False
         try:
             self._assign_ready()
         finally:
-            self._publish()
+            self.outbox.publish()
 
     def _assign_ready(self) -> None:
         if not self._fetches or not len(self.board.queues):
             return
         now = self.clock()
-        plan, effects = self.board.dispatch(self._fetches.waiting(), now, record=self.recording)
+        plan, effects = self.board.dispatch(self._fetches.waiting(), now, record=self._recording)
         self.take(effects)
         for worker_id, tasks in plan.items():
             if self.dispatch_tracer is not None:
@@ -495,7 +350,7 @@ class Engine:
         self._alarm.set(min((d for d in dues if d is not None), default=None))
 
     def _release_due(self) -> None:
-        self.take(self.board.release_due(self.clock(), record=self.recording))
+        self.take(self.board.release_due(self.clock(), record=self._recording))
         self.kick()  # due tasks, or a rate limit's new token
         self.arm_timer()
 
@@ -506,7 +361,7 @@ class Engine:
         A worker whose fetch is being held is not silent: it is waiting on us.
         """
         now = self.clock()
-        due = self.board.release_due(now, record=self.recording)
+        due = self.board.release_due(now, record=self._recording)
         self.take(due)
         if due.queued:
             self.kick()
@@ -517,13 +372,13 @@ class Engine:
             self.board.forget_stale_keys(now)
         for worker_id in self._fetches.holders():
             self.board.touch(worker_id, now)
-        late = self.board.time_out_overdue(now, self.heartbeat_timeout, record=self.recording)
+        late = self.board.time_out_overdue(now, self.heartbeat_timeout, record=self._recording)
         if late.finished:
             log.warning("tasks silent past their time limit failed", count=len(late.finished))
             self.take(late)
             self.kick()
         removed, effects = self.board.expire_silent(
-            now, self.heartbeat_timeout, record=self.recording
+            now, self.heartbeat_timeout, record=self._recording
         )
         for worker_id in removed:
             log.warning("subworker removed", worker_id=worker_id, reason="missed heartbeats")
@@ -539,9 +394,3 @@ class Engine:
         self.waiters.release_all()
         self.workflows.release_all()
         self._fetches.release_all()
-
-
-def _target(selection: FailedFilter, count: int) -> str:
-    """What an action on dead letters names: the one id when it acted on one it was
-    asked by id, else ``""`` (a selection)."""
-    return selection.task_ids[0] if count == 1 and len(selection.task_ids) == 1 else ""

@@ -56,7 +56,7 @@ class WorkflowRunner:
         """Check the whole workflow against the registered tasks, accept it and queue its
         roots; raises ``Rejected`` (nothing queued) if any part of it cannot run."""
         engine = self._engine
-        engine.check_writable()
+        engine.outbox.check_writable()
         check(message, engine.board.catalog, engine.board.config)
         if not message.workflow_id:
             message = msgspec.structs.replace(message, workflow_id=engine.entropy.new_id())
@@ -109,7 +109,7 @@ class WorkflowRunner:
         return info
 
     def cancel(self, workflow_id: str) -> WorkflowCancelled:
-        self._engine.check_writable()
+        self._engine.outbox.check_writable()
         actions = self.book.cancel(workflow_id, self._engine.clock())
         self.carry_out(actions)
         return WorkflowCancelled(workflow_id=workflow_id, cancelled=bool(actions.ended))
@@ -132,7 +132,7 @@ class WorkflowRunner:
         """Journal the decision, queue what is released, cancel what is to be cancelled,
         wake waiters."""
         engine = self._engine
-        engine.journal_records(actions.records)
+        engine.outbox.keep_records(actions.records)
         for release in actions.release:
             self._release(release)
         for task_id in actions.cancel:
@@ -170,7 +170,7 @@ class WorkflowRunner:
             self._results.append(_refused(spec.id, spec.name, priority, rejected, now))
             self.finished(())
             return
-        effects = Effects(self._engine.recording)
+        effects = Effects(self._engine.outbox.recording)
         board.enqueue(spec, size, priority, now, effects)
         self._engine.take(effects)
         known = board.get(spec.id, now)
@@ -182,7 +182,7 @@ class WorkflowRunner:
         if engine.journal is None:
             self._release_waiters(workflow_ids)
             return
-        engine.persisted().add_done_callback(lambda _: self._release_waiters(workflow_ids))
+        engine.outbox.persisted().add_done_callback(lambda _: self._release_waiters(workflow_ids))
 
     def _release_waiters(self, workflow_ids: Iterable[str]) -> None:
         for workflow_id in workflow_ids:

@@ -23,7 +23,7 @@ from fastworker_control_plane.core.dispatching import Round, dispatch_round
 from fastworker_control_plane.core.effects import Effects
 from fastworker_control_plane.core.entropy import Entropy, counting
 from fastworker_control_plane.core.idempotency import IdempotencyKeys
-from fastworker_control_plane.core.lifecycle import HELD, Lifecycle
+from fastworker_control_plane.core.lifecycle import Lifecycle
 from fastworker_control_plane.core.limits import Limits
 from fastworker_control_plane.core.listing import Listing
 from fastworker_control_plane.core.named_queues import NamedQueues
@@ -41,7 +41,6 @@ from fastworker_protocol import (
     DEFAULT_QUEUE,
     Assignment,
     ErrorCode,
-    FailureReason,
     Outcome,
     Priority,
     TaskEvent,
@@ -182,25 +181,7 @@ class TaskBoard:
     ) -> str:
         """Queue (or schedule) one admitted task, noting it in ``fx``; returns its id (a
         known task's, if ``spec`` stands for one)."""
-        existing = self.store.existing(spec, now)
-        if existing is not None:
-            return existing
-        record = TaskRecord.from_spec(spec, priority, now, size)
-        record.id = spec.id or self._life.entropy.new_id()
-        self.store.remember_key(record, now)
-        record.queue = spec.queue or self.catalog.queue(record.name)
-        if record.timeout is None:
-            record.timeout = self.catalog.timeout(record.name)
-        self.store.add(record)
-        record.line = self.stats.line(record.name, record.priority)
-        record.line.submitted += 1
-        if spec.eta is not None and spec.eta > now:
-            self._life.apply(record, TaskEvent.SCHEDULE, fx)
-            self.schedule.push(spec.eta, record.id)
-        else:
-            self._life.apply(record, TaskEvent.ENQUEUE, fx)
-            self._life.queue(record, fx)
-        return record.id
+        return self._life.accept(spec, size, priority, now, fx)
 
     def release_due(self, now: float, *, record: bool = False) -> Effects:
         """Queue the delayed or retrying tasks now due, run due periodic ticks
@@ -292,13 +273,8 @@ class TaskBoard:
 
     def _remove_worker(self, worker_id: str, now: float, fx: Effects) -> None:
         slot = self.workers.pop(worker_id)
-        if slot is None:
-            return
-        # Newest first, each pushed to the front: the queue keeps their original order.
-        for task_id in reversed(slot.in_flight):
-            task = self._reports.held_by(task_id, worker_id)
-            if task is not None:
-                self._life.redeliver(task, now, FailureReason.WORKER_LOST, fx)
+        if slot is not None:
+            self._reports.worker_lost(slot, now, fx)
 
     def expire_silent(
         self, now: float, timeout: float, *, record: bool = False
@@ -335,15 +311,8 @@ class TaskBoard:
             self.limits,
             now,
         )
-        assign = partial(self._assign, fx=fx)
+        assign = partial(self._life.assign, fx=fx)
         return dispatch_round(plan_for, slots, self.config.max_batch_bytes, assign), fx
-
-    def _assign(self, task: TaskRecord, slot: WorkerSlot, fx: Effects) -> None:
-        task.attempts += 1
-        task.worker_id = slot.worker_id
-        self._life.apply(task, TaskEvent.ASSIGN, fx)
-        slot.in_flight[task.id] = None
-        slot.assigned_total += 1
 
     def deliver(self, worker_id: str, tasks: list[Assignment]) -> Delivery:
         """Tasks dispatched to a worker, as its fetch's reply, kept until it confirms them."""
@@ -360,14 +329,8 @@ class TaskBoard:
         batches it never confirmed never reached it: they go back, uncounted, in front."""
         fx = Effects(record)
         slot = self.workers.get(worker_id)
-        if slot is None:
-            return fx
-        for task_id in reversed(slot.heard(received)):
-            task = self._reports.held_by(task_id, worker_id)
-            slot.in_flight.pop(task_id, None)
-            if task is not None and task.state == TaskState.ASSIGNED:
-                task.attempts -= 1  # the attempt never began
-                self._life.requeue(task, now, fx)
+        if slot is not None:
+            self._reports.heard(slot, received, now, fx)
         return fx
 
     def is_queued(self, task_id: str) -> bool:
@@ -402,28 +365,12 @@ class TaskBoard:
         plane stopped is redelivered (and may so run out of redeliveries: then its final
         result is in ``finished``); a retrying one is queued at once."""
         fx = Effects()
-        task.line = self.stats.line(task.name, task.priority)
-        self.store.add(task)
-        self.store.remember_key(task)
-        task.queued_at = now
-        if task.state in HELD:
-            self._life.redeliver(task, now, "control_plane_restart", fx, in_place=True)
-        elif task.state == TaskState.SCHEDULED:
-            self.schedule.push(task.eta or now, task.id)
-        elif task.state == TaskState.RETRYING:
-            self._life.apply(task, TaskEvent.DUE, fx)
-            self._life.queue(task, fx)
-        else:  # where it was in its queue
-            self.queues.restore(task)
+        self._life.adopt(task, now, fx)
         return fx
 
     def keep(self, task: TaskRecord) -> None:
         """Take back a final result from the journal, for the rest of its time to live."""
-        assert task.finished_at is not None, "final records have finished"
-        task.line = self.stats.line(task.name, task.priority)
-        task.final = task.snapshot()
-        self.store.remember_key(task)
-        self._life.keep_final(task, task.finished_at)
+        self._life.keep(task)
 
     def live_records(self) -> list[TaskRecord]:
         return self.store.live_records()

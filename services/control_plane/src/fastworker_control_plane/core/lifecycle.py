@@ -20,7 +20,16 @@ from fastworker_control_plane.core.retry_policy import RetryPolicy, lost_too_oft
 from fastworker_control_plane.core.schedule import Schedule
 from fastworker_control_plane.core.stats import Tally, TaskLine, TaskStats
 from fastworker_control_plane.core.task_store import TaskStore
-from fastworker_protocol import FailureReason, TaskError, TaskEvent, TaskResult, TaskState
+from fastworker_control_plane.core.workers import WorkerSlot
+from fastworker_protocol import (
+    FailureReason,
+    Priority,
+    TaskError,
+    TaskEvent,
+    TaskResult,
+    TaskSpec,
+    TaskState,
+)
 
 # Times a task may go back to its queue because a lost subworker held it unstarted.
 MAX_RETURNS = 25
@@ -63,6 +72,62 @@ class Lifecycle:
             fx.changes.append(
                 Change(state, record.id, record.name, record.worker_id, record.attempts, record)
             )
+
+    def accept(self, spec: TaskSpec, size: int, priority: Priority, now: float, fx: Effects) -> str:
+        """A new task, queued (or scheduled, for an ETA ahead); returns its id (a known
+        task's, if ``spec`` stands for one: then nothing moves)."""
+        existing = self.store.existing(spec, now)
+        if existing is not None:
+            return existing
+        record = TaskRecord.from_spec(spec, priority, now, size)
+        record.id = spec.id or self.entropy.new_id()
+        self.store.remember_key(record, now)
+        record.queue = spec.queue or self.catalog.queue(record.name)
+        if record.timeout is None:
+            record.timeout = self.catalog.timeout(record.name)
+        self.store.add(record)
+        record.line = self.stats.line(record.name, record.priority)
+        record.line.submitted += 1
+        if spec.eta is not None and spec.eta > now:
+            self.apply(record, TaskEvent.SCHEDULE, fx)
+            self.schedule.push(spec.eta, record.id)
+        else:
+            self.apply(record, TaskEvent.ENQUEUE, fx)
+            self.queue(record, fx)
+        return record.id
+
+    def adopt(self, record: TaskRecord, now: float, fx: Effects) -> None:
+        """A live task back from the journal: one a subworker held when the control plane
+        stopped is redelivered, a retrying one queued at once, the others go back where
+        they were."""
+        record.line = self.stats.line(record.name, record.priority)
+        self.store.add(record)
+        self.store.remember_key(record)
+        record.queued_at = now
+        if record.state in HELD:
+            self.redeliver(record, now, "control_plane_restart", fx, in_place=True)
+        elif record.state == TaskState.SCHEDULED:
+            self.schedule.push(record.eta or now, record.id)
+        elif record.state == TaskState.RETRYING:
+            self.apply(record, TaskEvent.DUE, fx)
+            self.queue(record, fx)
+        else:  # where it was in its queue
+            self.queues.restore(record)
+
+    def keep(self, record: TaskRecord) -> None:
+        """A final result back from the journal, for the rest of its time to live."""
+        assert record.finished_at is not None, "final records have finished"
+        record.line = self.stats.line(record.name, record.priority)
+        record.final = record.snapshot()
+        self.store.remember_key(record)
+        self.keep_final(record, record.finished_at)
+
+    def assign(self, record: TaskRecord, slot: WorkerSlot, fx: Effects) -> None:
+        record.attempts += 1
+        record.worker_id = slot.worker_id
+        self.apply(record, TaskEvent.ASSIGN, fx)
+        slot.in_flight[record.id] = None
+        slot.assigned_total += 1
 
     def is_queued(self, task_id: str) -> bool:
         record = self.store.live(task_id)

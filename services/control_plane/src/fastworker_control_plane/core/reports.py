@@ -1,12 +1,13 @@
 """What a subworker's report does to the tasks it names: started, succeeded, failed (to
-retry or for good), interrupted or crashed (to run again); and the tasks that went
-silent past their time limit. The decisions are the retry policy's and the redelivery
+retry or for good), interrupted or crashed (to run again); and what its silence does:
+the tasks of a worker lost or of batches it never confirmed go back, those silent past
+their time limit fail. The decisions are the retry policy's and the redelivery
 bounds'; ``Lifecycle`` carries them out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from fastworker_control_plane.core.dispatch_policy import RunTimes
 from fastworker_control_plane.core.effects import Effects
@@ -19,7 +20,7 @@ from fastworker_control_plane.core.workers import (
     overdue,
     silent_past_limit,
 )
-from fastworker_protocol import Outcome, TaskError, TaskEvent, TaskState
+from fastworker_protocol import FailureReason, Outcome, TaskError, TaskEvent, TaskState
 
 _RECLAIMABLE = (TaskState.QUEUED, *HELD)
 
@@ -108,6 +109,24 @@ class Reports:
             fx.superseded.append((record.worker_id or "", record.id))
             record.error = silent_past_limit(margin)
             self._life.finish(record, TaskEvent.FAIL, now, fx)
+
+    def worker_lost(self, slot: WorkerSlot, now: float, fx: Effects) -> None:
+        """The worker is gone: what it held goes back to the queues. Newest first, each
+        pushed to the front: the queue keeps their original order."""
+        for task_id in reversed(slot.in_flight):
+            record = self.held_by(task_id, slot.worker_id)
+            if record is not None:
+                self._life.redeliver(record, now, FailureReason.WORKER_LOST, fx)
+
+    def heard(self, slot: WorkerSlot, received: Collection[int], now: float, fx: Effects) -> None:
+        """The worker confirmed ``received`` batches. Tasks of batches it never confirmed
+        never reached it: they go back, uncounted, in front."""
+        for task_id in reversed(slot.heard(received)):
+            record = self.held_by(task_id, slot.worker_id)
+            slot.in_flight.pop(task_id, None)
+            if record is not None and record.state == TaskState.ASSIGNED:
+                record.attempts -= 1  # the attempt never began
+                self._life.requeue(record, now, fx)
 
     def held_by(self, task_id: str, worker_id: str) -> TaskRecord | None:
         record = self._store.live(task_id)

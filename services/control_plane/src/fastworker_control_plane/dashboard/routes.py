@@ -134,12 +134,12 @@ class DashboardRoutes:
             action = request.match_info["action"]
             purged = 0
             if action == "purge":
-                purged = self.engine.purge_queue(queue)
-                self.engine.acted("queue.purge", queue, SOURCE, purged=purged)
+                purged = self.engine.operations.purge_queue(queue)
+                self.engine.operations.acted("queue.purge", queue, SOURCE, purged=purged)
             else:
-                self.engine.pause_queue(queue, action == "pause")
-                self.engine.acted(f"queue.{action}", queue, SOURCE)
-            await self.engine.durable()
+                self.engine.operations.pause_queue(queue, action == "pause")
+                self.engine.operations.acted(f"queue.{action}", queue, SOURCE)
+            await self.engine.outbox.durable()
         except (actions.BadAction, actions.ForbiddenAction, Rejected) as exc:
             return _refused(exc)
         return _reply(views.queue_acted(self.engine, queue, purged))
@@ -150,10 +150,10 @@ class DashboardRoutes:
             change = actions.limit_change(
                 request.match_info["scope"], request.match_info["name"], await request.read()
             )
-            self.engine.set_limit(
+            self.engine.operations.set_limit(
                 change.scope, change.name, change.rate, change.concurrency, reset=change.reset
             )
-            self.engine.acted(
+            self.engine.operations.acted(
                 "limit.set",
                 f"{change.scope}:{change.name}",
                 SOURCE,
@@ -161,7 +161,7 @@ class DashboardRoutes:
                 concurrency=change.concurrency,
                 reset=change.reset,
             )
-            await self.engine.durable()
+            await self.engine.outbox.durable()
         except (actions.BadAction, actions.ForbiddenAction, Rejected) as exc:
             return _refused(exc)
         return _reply(views.limits(self.engine, self.now))
