@@ -66,7 +66,7 @@ def test_stale_keys_are_forgotten_once_their_task_is_gone() -> None:
     b.cancel("t1", NOW)
 
     assert b.forget_stale_keys(NOW + TTL + 1) == 1  # t1's result expired; t2 still queued
-    assert len(b.keys) == 1
+    assert len(b.store.keys) == 1
 
 
 def test_keys_of_evicted_results_are_forgotten_as_new_keys_come_without_a_scan() -> None:
@@ -77,7 +77,7 @@ def test_keys_of_evicted_results_are_forgotten_as_new_keys_come_without_a_scan()
         b.submit([keyed(f"t{i}", f"order-{i}")], Priority.NORMAL, NOW)
         b.cancel(f"t{i}", NOW)
 
-    assert len(b.keys) <= 2 * 50 + 1  # about as many as the results they stand for
+    assert len(b.store.keys) <= 2 * 50 + 1  # about as many as the results they stand for
     [again] = b.submit([keyed("new", "order-4999")], Priority.NORMAL, NOW)[0]
     assert again == "t4999"  # a key whose result is kept still holds
     [fresh] = b.submit([keyed("t-new", "order-0")], Priority.NORMAL, NOW)[0]

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from fastworker_control_plane.core.board import TaskBoard
+from fastworker_control_plane.core.board_view import BoardView
 from fastworker_control_plane.core.limits import Scope
 from fastworker_control_plane.core.queue_controls import next_limit_due, pause, purge, set_limit
 from fastworker_control_plane.core.queue_views import limit_infos, queue_infos, waiting_on_limits
@@ -257,11 +258,11 @@ def test_purging_cancels_only_the_tasks_queued_in_that_queue() -> None:
 def test_pauses_and_run_time_limits_come_back_after_a_restart() -> None:
     board = TaskBoard()
     board.learn_tasks([EMAIL])
-    recorder = Recorder()
+    recorder = Recorder(BoardView(board))
     pause(board, "reports", True)
     set_limit(board, Scope.QUEUE, "default", "100/s", None)
     set_limit(board, Scope.TASK, "email", None, 2)
-    entries = recorder.entries([], board)  # no transitions: the controls alone
+    entries = recorder.entries([])  # no transitions: the controls alone
 
     for journal in (entries, snapshot(board, NOW)):
         recovered = Recovered()
@@ -278,7 +279,7 @@ def test_pauses_and_run_time_limits_come_back_after_a_restart() -> None:
             ("queue", "default", "100/s", None),
             ("task", "email", None, 2),
         }
-    assert recorder.entries([], board) == []  # written once
+    assert recorder.entries([]) == []  # written once
 
 
 def test_a_limit_on_a_queue_with_a_bad_name_is_refused() -> None:

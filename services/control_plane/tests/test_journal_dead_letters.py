@@ -12,6 +12,7 @@ from recording_board import RecordingBoard
 
 from fastworker_control_plane.core import dead_letter_ops
 from fastworker_control_plane.core.board import BoardConfig, TaskBoard
+from fastworker_control_plane.core.board_view import BoardView
 from fastworker_control_plane.durability import entries
 from fastworker_control_plane.durability.entries import Recorder, Recovered, snapshot
 from fastworker_control_plane.durability.schema import Dead, DeadGone, Entry, StoredDead
@@ -41,12 +42,12 @@ def new_board(**config: Any) -> RecordingBoard:
 class Journaled:
     def __init__(self, **config: Any) -> None:
         self.board = new_board(**config)
-        self.recorder = Recorder()
+        self.recorder = Recorder(BoardView(self.board))
         self.entries: list[Entry] = []
 
     def record(self) -> None:
         effects = self.board.take()
-        self.entries += self.recorder.entries(effects.changes, self.board, effects.dead_gone)
+        self.entries += self.recorder.entries(effects.changes, effects.dead_gone)
 
     def fail(self, *task_ids: str, at: float = NOW) -> None:
         specs = [TaskSpec(name="echo", id=t, args=[{"id": t}], headers={"h": t}) for t in task_ids]

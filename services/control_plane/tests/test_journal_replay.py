@@ -9,6 +9,7 @@ from typing import Any
 from recording_board import RecordingBoard
 
 from fastworker_control_plane.core.board import BoardConfig, TaskBoard
+from fastworker_control_plane.core.board_view import BoardView
 from fastworker_control_plane.durability.entries import Recorder, Recovered, snapshot
 from fastworker_control_plane.durability.schema import Entry
 from fastworker_protocol import Outcome, Param, TaskError, TaskSignature, TaskSpec, TaskState
@@ -35,11 +36,11 @@ class Journaled:
 
     def __init__(self, **config: Any) -> None:
         self.board = new_board(**config)
-        self.recorder = Recorder()
+        self.recorder = Recorder(BoardView(self.board))
         self.entries: list[Entry] = []
 
     def record(self) -> None:
-        self.entries += self.recorder.entries(self.board.take().changes, self.board)
+        self.entries += self.recorder.entries(self.board.take().changes)
 
     def replayed(self, now: float, **config: Any) -> tuple[TaskBoard, int]:
         recovered = Recovered()

@@ -9,6 +9,7 @@ from recording_board import RecordingBoard
 
 from fastworker_control_plane.core import runtime_schedules
 from fastworker_control_plane.core.board import TaskBoard
+from fastworker_control_plane.core.board_view import BoardView
 from fastworker_control_plane.durability.entries import Recorder, Recovered, snapshot
 from fastworker_control_plane.durability.schema import (
     Entry,
@@ -38,11 +39,11 @@ class Journaled:
     def __init__(self) -> None:
         self.board = RecordingBoard()
         self.board.learn_tasks([REPORT])
-        self.recorder = Recorder()
+        self.recorder = Recorder(BoardView(self.board))
         self.entries: list[Entry] = []
 
     def record(self) -> list[Entry]:
-        new = self.recorder.entries(self.board.take().changes, self.board)
+        new = self.recorder.entries(self.board.take().changes)
         self.entries += new
         return new
 
@@ -198,7 +199,7 @@ def test_a_journal_of_only_older_entries_replays_without_run_time_schedules() ->
     board = j.replayed(NOW + 61)
 
     assert board.schedules.defined == {}
-    assert list(board.saved_periodics) == ["tick"]
+    assert list(board.schedules.saved) == ["tick"]
 
 
 def test_schedule_entries_are_tagged_maps_with_field_names() -> None:

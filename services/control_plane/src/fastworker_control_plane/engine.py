@@ -19,6 +19,7 @@ from fastworker_control_plane import world
 from fastworker_control_plane.action_log import ActionLog
 from fastworker_control_plane.core import queue_controls
 from fastworker_control_plane.core.board import TaskBoard
+from fastworker_control_plane.core.board_view import BoardView
 from fastworker_control_plane.core.effects import Effects
 from fastworker_control_plane.core.entropy import Entropy
 from fastworker_control_plane.core.rejected import Rejected
@@ -85,7 +86,8 @@ class Engine:
         self._alarm = Alarm(self.clock, self._release_due)
         self.accepting = True
         self.dispatch_tracer: DispatchTracer | None = None  # set when exporting traces
-        self.outbox = Outbox(board, self.events, self.clock)  # the stream and the journal
+        self.view = BoardView(board)  # what readers (views, metrics, listings) see
+        self.outbox = Outbox(self.view, self.events, self.clock)  # the stream and the journal
         self.actions = ActionLog()
         self.operations = Operations(self)  # what operators do (``operations``)
         if workflows is None:  # final workflows outlive their steps' results
@@ -335,7 +337,7 @@ class Engine:
         self.take(effects)
         for worker_id, tasks in plan.items():
             if self.dispatch_tracer is not None:
-                tasks = self.dispatch_tracer.dispatched(self.board, worker_id, tasks, now)
+                tasks = self.dispatch_tracer.dispatched(self.view, worker_id, tasks, now)
             self._fetches.answer(worker_id, self.board.deliver(worker_id, tasks))
         if self._fetches:  # workers still wait: a rate limit may hold tasks back
             self.arm_timer()

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Protocol
 
-from fastworker_control_plane.core.board import TaskBoard
+from fastworker_control_plane.core.board_view import BoardView
 from fastworker_control_plane.core.effects import Effects
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.core.workflow_records import WorkflowRecord
@@ -39,13 +39,12 @@ _REFUSING = (
 
 
 class Outbox:
-    def __init__(self, board: TaskBoard, events: EventBus, clock: Callable[[], float]) -> None:
-        self._board = board
+    def __init__(self, view: BoardView, events: EventBus, clock: Callable[[], float]) -> None:
         self._events = events
         self._clock = clock
         self.journal: Journal | None = None  # set with --state-dir
         self.replication: Replication | None = None  # set on a replicated leader
-        self._recorder = Recorder()
+        self._recorder = Recorder(view)
         self._unpublished = Effects(record=True)
         self._records: list[WorkflowRecord] = []
 
@@ -99,10 +98,10 @@ class Outbox:
     def publish(self) -> None:
         """Send what was kept to the event stream and the journal."""
         done, records = self._unpublished, self._records
-        if done.changes or done.dead_gone or records or self._recorder.behind(self._board):
+        if done.changes or done.dead_gone or records or self._recorder.behind():
             self._unpublished, self._records = Effects(record=True), []
             if self.journal is not None:
-                entries = self._recorder.entries(done.changes, self._board, done.dead_gone)
+                entries = self._recorder.entries(done.changes, done.dead_gone)
                 self.journal.append([*entries, *records])
             if self._events.has_subscribers:
                 self._events.publish(done.changes, self._clock())

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from fastworker_control_plane.core.admission import refusal
 from fastworker_control_plane.core.board_types import task_size
 from fastworker_control_plane.core.effects import Effects
 from fastworker_control_plane.core.rejected import Rejected
@@ -65,10 +64,10 @@ class WorkflowRunner:
         return WorkflowAccepted(workflow_id=accepted.workflow_id, task_ids=accepted.task_ids)
 
     def info(self, workflow_id: str) -> WorkflowInfo:
-        board, now = self._engine.board, self._engine.clock()
+        view, now = self._engine.view, self._engine.clock()
 
         def lookup(task_id: str) -> TaskState | None:
-            record = board.record(task_id, now, count=False)
+            record = view.task(task_id, now)
             return None if record is None else record.state
 
         info = self.book.info(workflow_id, lookup)
@@ -157,15 +156,7 @@ class WorkflowRunner:
         spec, priority = release
         board, now = self._engine.board, self._engine.clock()
         size = task_size(spec)
-        checker = board.catalog.checkers.get(spec.name)
-        rejected = refusal(
-            0,
-            spec,
-            size,
-            checker,
-            max_bytes=board.config.max_batch_bytes,
-            max_message_size=board.config.max_message_size,
-        )
+        rejected = board.intake.refusal(0, spec, size)
         if rejected is not None and rejected.code != ErrorCode.UNKNOWN_TASK:
             self._results.append(_refused(spec.id, spec.name, priority, rejected, now))
             self.finished(())

@@ -11,10 +11,9 @@ results (``task_store``), how a task moves (``lifecycle``), what reports do
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from functools import partial
 
-from fastworker_control_plane.core.admission import queue_full, refusal
 from fastworker_control_plane.core.board_types import BoardConfig as BoardConfig  # re-export
 from fastworker_control_plane.core.board_types import task_size
 from fastworker_control_plane.core.catalog import Catalog
@@ -22,12 +21,11 @@ from fastworker_control_plane.core.dead_letters import DeadLetters
 from fastworker_control_plane.core.dispatching import Round, dispatch_round
 from fastworker_control_plane.core.effects import Effects
 from fastworker_control_plane.core.entropy import Entropy, counting
-from fastworker_control_plane.core.idempotency import IdempotencyKeys
+from fastworker_control_plane.core.intake import Intake
 from fastworker_control_plane.core.lifecycle import Lifecycle
-from fastworker_control_plane.core.limits import Limits
+from fastworker_control_plane.core.limits import Limits, Scope, Setting
 from fastworker_control_plane.core.listing import Listing
 from fastworker_control_plane.core.named_queues import NamedQueues
-from fastworker_control_plane.core.periodic import Periodic, PeriodicState
 from fastworker_control_plane.core.periodics import Periodics
 from fastworker_control_plane.core.records import TaskRecord
 from fastworker_control_plane.core.rejected import Rejected
@@ -76,6 +74,7 @@ class TaskBoard:
             entropy or counting(),
         )
         self._reports = Reports(self._life, self.workers)
+        self.intake = Intake(self._life)  # what is admitted, and how
         self._batches = 0  # the last batch number sent
 
     def use_entropy(self, entropy: Entropy) -> None:
@@ -92,10 +91,6 @@ class TaskBoard:
         return self.store.results
 
     @property
-    def keys(self) -> IdempotencyKeys:
-        return self.store.keys
-
-    @property
     def stats(self) -> TaskStats:
         return self._life.stats
 
@@ -104,54 +99,22 @@ class TaskBoard:
         """Tasks failed for good, kept to be run again."""
         return self._life.dead_letters
 
-    @property
-    def periodics(self) -> Mapping[str, Periodic]:
-        return self.schedules.active
-
-    @property
-    def saved_periodics(self) -> dict[str, PeriodicState]:
-        """From the journal, until a registration declares the schedule again."""
-        return self.schedules.saved
-
     # --- submissions -------------------------------------------------------------------------
 
     def submit(
         self, specs: Sequence[TaskSpec], priority: Priority, now: float, *, record: bool = False
     ) -> tuple[list[str], Effects]:
-        """Accept all of ``specs`` or none (raises ``Rejected`` naming the first bad one).
-
-        A spec whose id is already known (live or in the result cache) is not queued again:
-        its id is returned as if accepted, which is what makes client retries safe."""
-        sizes = [task_size(spec) for spec in specs]
-        for index, (spec, size) in enumerate(zip(specs, sizes, strict=True)):
-            if (rejected := self._refusal(index, spec, size)) is not None:
-                raise rejected
-        new = sum(1 for spec in specs if self.store.existing(spec, now) is None)
-        if (full := self._full(priority, new)) is not None:
-            raise full
+        """Accept all of ``specs`` or none (raises ``Rejected`` naming the first bad one);
+        a spec standing for a known task returns its id and queues nothing (``intake``)."""
         fx = Effects(record)
-        ids = [
-            self.enqueue(s, size, priority, now, fx) for s, size in zip(specs, sizes, strict=True)
-        ]
-        return ids, fx
+        return self.intake.submit(specs, priority, now, fx), fx
 
     def submit_each(
         self, specs: Sequence[TaskSpec], priority: Priority, now: float, *, record: bool = False
     ) -> tuple[list[str], list[Rejected], Effects]:
         """Accept every valid spec on its own; the id of a rejected one is ``""``."""
-        ids, rejections = [], []
         fx = Effects(record)
-        for index, spec in enumerate(specs):
-            size = task_size(spec)
-            rejected = self._refusal(index, spec, size)
-            if rejected is None and self.store.existing(spec, now) is None:
-                rejected = self._full(priority, 1, index=index)
-            if rejected is None:
-                ids.append(self.enqueue(spec, size, priority, now, fx))
-            else:
-                ids.append("")
-                rejections.append(rejected)
-        return ids, rejections, fx
+        return *self.intake.submit_each(specs, priority, now, fx), fx
 
     def forget_stale_keys(self, now: float) -> int:
         """Drop idempotency keys whose task is gone (result expired or evicted)."""
@@ -160,21 +123,6 @@ class TaskBoard:
     def live_count(self, priority: Priority) -> int:
         """Tasks of ``priority`` not final (what ``max_queued`` bounds)."""
         return self.store.live_count(priority)
-
-    def _full(self, priority: Priority, new: int, index: int | None = None) -> Rejected | None:
-        return queue_full(
-            priority, self.store.live_count(priority), new, self.config.max_queued, index
-        )
-
-    def _refusal(self, index: int, spec: TaskSpec, size: int) -> Rejected | None:
-        return refusal(
-            index,
-            spec,
-            size,
-            self.catalog.checkers.get(spec.name),
-            max_bytes=self.config.max_batch_bytes,
-            max_message_size=self.config.max_message_size,
-        )
 
     def enqueue(
         self, spec: TaskSpec, size: int, priority: Priority, now: float, fx: Effects
@@ -210,6 +158,13 @@ class TaskBoard:
     def learn_schedules(self, signatures: Iterable[TaskSignature], now: float) -> None:
         """Start the periodic tasks these registrations declare (once per name)."""
         self.schedules.learn(signatures, self.catalog.checkers, now)
+
+    def restore_controls(
+        self, paused: Iterable[str], limits: dict[tuple[Scope, str], Setting]
+    ) -> None:
+        """Take back the pauses and the limits changed at run time, from the journal."""
+        self.queues.paused.update(paused)
+        self.limits.restore(limits)
 
     def learn_tasks(self, signatures: Iterable[TaskSignature]) -> None:
         """Accept submissions of these tasks even before a subworker that runs them joins."""

@@ -87,6 +87,11 @@ class Periodics:
                 periodic.resume(saved)
             self.start(periodic)
 
+    def save(self, states: Iterable[PeriodicState]) -> None:
+        """Progress from the journal, resumed when a registration declares its schedule
+        again (``learn``)."""
+        self.saved.update((state.name, state) for state in states)
+
     def start(self, periodic: Periodic) -> None:
         self.active[periodic.name] = periodic
         self._schedule.push(periodic.next_run, KEY + periodic.name)

@@ -84,14 +84,14 @@ class DashboardRoutes:
                 state = TaskState(status) if status else None
             except ValueError:
                 raise BadRequest(f"status must be one of {[str(s) for s in TaskState]}") from None
-            results = self.engine.board.list_tasks(state, limit, self.now)
+            results = self.engine.view.list_tasks(state, limit, self.now)
             return [views.task_summary(r) for r in results]
 
         return _answer(parse)
 
     async def task(self, request: web.Request) -> web.Response:
         task_id = request.match_info["task_id"]
-        record = self.engine.board.record(task_id, self.now, count=False)
+        record = self.engine.view.task(task_id, self.now)
         if record is None:
             message = f"task {task_id} is unknown or its result has expired"
             return _reply({"error": "task_not_found", "message": message}, 404)

@@ -8,7 +8,6 @@ Operators' actions that change something are noted in the engine's action log
 from __future__ import annotations
 
 from fastworker_control_plane.core.limits import Scope
-from fastworker_control_plane.core.queue_views import limit_infos, queue_infos
 from fastworker_control_plane.engine import Engine
 from fastworker_protocol import (
     AddSchedule,
@@ -89,12 +88,12 @@ class ResultsHandler:
                 return cancelled
             case ListTasks(status=status, limit=limit):
                 # Cut to fit: large results must not make every listing oversize.
-                listing = engine.board.task_listing(status, min(limit, MAX_LISTED), engine.clock())
+                listing = engine.view.task_listing(status, min(limit, MAX_LISTED), engine.clock())
                 return TaskList(tasks=listing.tasks, more=listing.more)
             case ListWorkers():
-                return WorkerList(workers=engine.board.list_workers(engine.clock()))
+                return WorkerList(workers=engine.view.list_workers(engine.clock()))
             case ListSchedules():
-                return ScheduleList(schedules=engine.board.schedules.infos())
+                return ScheduleList(schedules=engine.view.schedule_infos())
             case AddSchedule(schedule=spec):
                 added = engine.operations.add_schedule(spec, source="client")
                 await engine.outbox.durable()
@@ -104,7 +103,7 @@ class ResultsHandler:
                 await engine.outbox.durable()
                 return removed
             case ListQueues():
-                return QueueList(queues=queue_infos(engine.board, engine.clock()))
+                return QueueList(queues=engine.view.queue_infos(engine.clock()))
             case QueueAction(queue=queue, action=action):
                 purged = 0
                 if action == "purge":
@@ -114,10 +113,10 @@ class ResultsHandler:
                 detail = {"purged": purged} if action == "purge" else {}
                 engine.operations.acted(f"queue.{action}", queue, SOURCE, **detail)
                 await engine.outbox.durable()
-                paused = queue in engine.board.queues.paused
+                paused = engine.view.is_paused(queue)
                 return QueueActed(queue=queue, paused=paused, purged=purged)
             case ListLimits():
-                return LimitList(limits=limit_infos(engine.board, engine.clock()))
+                return LimitList(limits=engine.view.limit_infos(engine.clock()))
             case SetLimit(scope=scope, name=name, rate_limit=rate, concurrency_limit=limit):
                 engine.operations.set_limit(Scope(scope), name, rate, limit, reset=message.reset)
                 engine.operations.acted(
@@ -130,7 +129,7 @@ class ResultsHandler:
                     reset=message.reset,
                 )
                 await engine.outbox.durable()
-                return LimitList(limits=limit_infos(engine.board, engine.clock()))
+                return LimitList(limits=engine.view.limit_infos(engine.clock()))
             case ListFailed(filter=selection, limit=limit):
                 return engine.operations.list_failed(selection, limit)
             case RetryFailed(filter=selection, all_matching=all_matching):
