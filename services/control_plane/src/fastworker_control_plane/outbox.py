@@ -58,7 +58,7 @@ class Outbox:
         if effects.changes:
             self._unpublished.changes += effects.changes
         if effects.dead_gone and self.journal is not None:
-            self._unpublished.dead_gone += effects.dead_gone
+            self._unpublished.dead_gone = [*self._unpublished.dead_gone, *effects.dead_gone]
 
     def keep_records(self, records: list[WorkflowRecord]) -> None:
         """A workflow decision's records: journaled with the transitions of this turn."""

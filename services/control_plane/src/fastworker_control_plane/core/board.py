@@ -266,8 +266,8 @@ class TaskBoard:
             self.limits,
             now,
         )
-        assign = partial(self._life.assign, fx=fx)
-        return dispatch_round(plan_for, slots, self.config.max_batch_bytes, assign), fx
+        plan = dispatch_round(plan_for, slots, self.config.max_batch_bytes, self._life.assign, fx)
+        return plan, fx
 
     def deliver(self, worker_id: str, tasks: list[Assignment]) -> Delivery:
         """Tasks dispatched to a worker, as its fetch's reply, kept until it confirms them."""

@@ -99,7 +99,7 @@ def retry(
         assert task is not None, "just queued"
         task.retry_of = kept.task_id
         retried.append(Retried(task_id=kept.task_id, new_task_id=new_id))
-    fx.dead_gone += board.dead_letters.remove(k.task_id for k in chosen)
+    fx.dead_gone = board.dead_letters.remove(k.task_id for k in chosen)
     return FailedRetried(retried=retried, missing=missing, more=more), fx
 
 

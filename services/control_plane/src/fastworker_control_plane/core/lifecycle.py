@@ -54,6 +54,7 @@ class Lifecycle:
     ) -> None:
         self.config = config
         self.store = store
+        self._tasks = store.tasks  # read on every dispatch decision: no call in between
         self.queues = queues
         self.limits = limits
         self.schedule = schedule
@@ -130,7 +131,7 @@ class Lifecycle:
         slot.assigned_total += 1
 
     def is_queued(self, task_id: str) -> bool:
-        record = self.store.live(task_id)
+        record = self._tasks.get(task_id)
         return record is not None and record.state == TaskState.QUEUED
 
     def queue(self, record: TaskRecord, fx: Effects, *, front: bool = False) -> None:

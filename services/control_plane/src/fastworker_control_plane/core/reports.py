@@ -29,6 +29,7 @@ class Reports:
     def __init__(self, lifecycle: Lifecycle, workers: WorkerRegistry) -> None:
         self._life = lifecycle
         self._store = lifecycle.store
+        self._tasks = lifecycle.store.tasks
         self._workers = workers
         self.run_times = RunTimes()  # which names may wait in prefetch buffers
 
@@ -98,7 +99,7 @@ class Reports:
             self._life.apply(record, TaskEvent.ASSIGN, fx)
         elif record.worker_id != worker_id:
             if record.worker_id is not None:
-                fx.superseded.append((record.worker_id, task_id))
+                fx.supersede(record.worker_id, task_id)
             record.worker_id = worker_id
         return record
 
@@ -106,7 +107,7 @@ class Reports:
         """Fail running tasks silent ``margin`` past their time limit (``overdue``) with
         reason ``timeout``; their workers are told to stop them (``fx.superseded``)."""
         for record in overdue(self._workers, self._store.tasks, now, margin):
-            fx.superseded.append((record.worker_id or "", record.id))
+            fx.supersede(record.worker_id or "", record.id)
             record.error = silent_past_limit(margin)
             self._life.finish(record, TaskEvent.FAIL, now, fx)
 
@@ -129,7 +130,7 @@ class Reports:
                 self._life.requeue(record, now, fx)
 
     def held_by(self, task_id: str, worker_id: str) -> TaskRecord | None:
-        record = self._store.live(task_id)
+        record = self._tasks.get(task_id)
         if record is None or record.worker_id != worker_id or record.state not in HELD:
             return None
         return record
