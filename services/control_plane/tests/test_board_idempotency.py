@@ -65,7 +65,7 @@ def test_stale_keys_are_forgotten_once_their_task_is_gone() -> None:
     b.submit([keyed("t1", "order-7"), keyed("t2", "order-8")], Priority.NORMAL, NOW)
     b.cancel("t1", NOW)
 
-    assert b.forget_stale_keys(NOW + TTL + 1) == 1  # t1's result expired; t2 still queued
+    assert b.store.forget_stale_keys(NOW + TTL + 1) == 1  # t1's result expired; t2 still queued
     assert len(b.store.keys) == 1
 
 

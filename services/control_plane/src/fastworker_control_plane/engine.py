@@ -78,10 +78,9 @@ class Engine:
         self.clock = clock_of(clock)
         self.entropy = entropy or system_entropy()
         board.use_entropy(self.entropy)
-        self.waiters = CompletionWaiters(WaitBudget(max_held_waits))
+        self.waiters = CompletionWaiters(WaitBudget(max_held_waits), self.clock)
         self.events = EventBus(max_event_streams)
         self._fetches = HeldFetches(self.clock)
-        self._worker_pipes: dict[str, int] = {}
         self._dispatch_scheduled = False
         self._alarm = Alarm(self.clock, self._release_due)
         self.accepting = True
@@ -99,9 +98,7 @@ class Engine:
     def submit(self, specs: Sequence[TaskSpec], priority: Priority) -> list[str]:
         self.outbox.check_writable()
         ids, effects = self.board.submit(specs, priority, self.clock(), record=self._recording)
-        self.take(effects)
-        self.kick()
-        self.arm_timer()
+        self._moved(effects)
         return ids
 
     def submit_each(
@@ -111,14 +108,18 @@ class Engine:
         ids, rejected, effects = self.board.submit_each(
             specs, priority, self.clock(), record=self._recording
         )
-        self.take(effects)
-        self.kick()
-        self.arm_timer()
+        self._moved(effects)
         return ids, rejected
 
     @property
     def _recording(self) -> bool:
         return self.outbox.recording
+
+    def _moved(self, effects: Effects) -> None:
+        """Tasks moved: act on the effects, then dispatch and wake up for what is due."""
+        self.take(effects)
+        self.kick()
+        self.arm_timer()
 
     def take(self, effects: Effects) -> None:
         """Act on what a board operation did: keep its transitions (and dead letters gone)
@@ -226,8 +227,7 @@ class Engine:
 
     def seen(self, worker_id: str, pipe_id: int) -> None:
         """Remember which connection a worker speaks over, to notice when it drops."""
-        if pipe_id >= 0:
-            self._worker_pipes[worker_id] = pipe_id
+        self._fetches.seen(worker_id, pipe_id)
 
     def heard(self, worker_id: str, pipe_id: int, received: Sequence[int]) -> None:
         """A request from the worker: note its connection and the batches it confirms
@@ -270,27 +270,19 @@ class Engine:
 
     def report(self, worker_id: str, started: Iterable[str], outcomes: Iterable[Outcome]) -> None:
         now = self.clock()
-        self.take(self.board.report(worker_id, started, outcomes, now, record=self._recording))
-        self.kick()
-        self.arm_timer()
+        self._moved(self.board.report(worker_id, started, outcomes, now, record=self._recording))
 
     def remove_worker(self, worker_id: str, reason: str) -> None:
         if self.board.workers.get(worker_id) is None:
             return
         log.info("subworker removed", worker_id=worker_id, reason=reason)
         self.take(self.board.remove_worker(worker_id, self.clock(), record=self._recording))
-        self._forget(worker_id)
+        self._fetches.forget(worker_id)
         self.kick()
 
-    def _forget(self, worker_id: str) -> None:
-        """Drop the I/O state of a worker the board no longer has."""
-        self._worker_pipes.pop(worker_id, None)
-        self._fetches.forget(worker_id)
-
     def pipe_closed(self, pipe_id: int) -> None:
-        for worker_id, pipe in list(self._worker_pipes.items()):
-            if pipe == pipe_id:
-                self.remove_worker(worker_id, "disconnected")
+        for worker_id in self._fetches.on_pipe(pipe_id):
+            self.remove_worker(worker_id, "disconnected")
 
     # --- housekeeping ----------------------------------------------------------------------
 
@@ -352,9 +344,8 @@ class Engine:
         self._alarm.set(min((d for d in dues if d is not None), default=None))
 
     def _release_due(self) -> None:
-        self.take(self.board.release_due(self.clock(), record=self._recording))
-        self.kick()  # due tasks, or a rate limit's new token
-        self.arm_timer()
+        # Due tasks, or a rate limit's new token: dispatch either way.
+        self._moved(self.board.release_due(self.clock(), record=self._recording))
 
     def maintain(self, *, sweep: bool = True) -> None:
         """Periodic upkeep: drop silent subworkers and (if ``sweep``) expired results and
@@ -368,10 +359,8 @@ class Engine:
         if due.queued:
             self.kick()
         if sweep:
-            self.board.results.sweep(now)
-            self.board.dead_letters.sweep(now)
+            self.board.sweep(now)
             self.workflows.sweep()
-            self.board.forget_stale_keys(now)
         for worker_id in self._fetches.holders():
             self.board.touch(worker_id, now)
         late = self.board.time_out_overdue(now, self.heartbeat_timeout, record=self._recording)
@@ -384,7 +373,7 @@ class Engine:
         )
         for worker_id in removed:
             log.warning("subworker removed", worker_id=worker_id, reason="missed heartbeats")
-            self._forget(worker_id)
+            self._fetches.forget(worker_id)
         if removed:
             self.take(effects)
             self.kick()

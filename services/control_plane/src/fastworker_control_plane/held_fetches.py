@@ -1,4 +1,5 @@
-"""The subworkers' fetches the engine holds until there is work for them.
+"""The subworkers' fetches the engine holds until there is work for them, and what else
+the engine keeps per subworker for I/O: the cancels to tell it, the connection it uses.
 
 A worker's ``fetch`` waits here until dispatch hands it tasks, one of its tasks is
 cancelled (it is told through the reply), or its wait runs out on the engine's clock
@@ -18,6 +19,7 @@ class HeldFetches:
         self._clock = clock
         self._held: dict[str, asyncio.Future[Delivery]] = {}
         self._cancels: dict[str, list[str]] = {}  # per worker: held tasks since cancelled
+        self._pipes: dict[str, int] = {}  # per worker: the connection it speaks over
 
     async def hold(self, worker_id: str, wait: float) -> Delivery:
         """Wait for ``answer`` (or ``release``), at most ``wait`` seconds on the clock."""
@@ -76,8 +78,20 @@ class HeldFetches:
     def take_cancels(self, worker_id: str) -> list[str]:
         return self._cancels.pop(worker_id, [])
 
+    # --- connections ---------------------------------------------------------------------
+
+    def seen(self, worker_id: str, pipe_id: int) -> None:
+        """The worker speaks over connection ``pipe_id`` (negative: none to watch)."""
+        if pipe_id >= 0:
+            self._pipes[worker_id] = pipe_id
+
+    def on_pipe(self, pipe_id: int) -> list[str]:
+        """The workers that spoke over that connection last."""
+        return [worker_id for worker_id, pipe in self._pipes.items() if pipe == pipe_id]
+
     def forget(self, worker_id: str) -> None:
-        """The worker is gone: answer its fetch, drop its cancels."""
+        """The worker is gone: answer its fetch, drop its cancels and its connection."""
+        self._pipes.pop(worker_id, None)
         self._cancels.pop(worker_id, None)
         self.release(worker_id)
 

@@ -89,11 +89,12 @@ class WorkflowRunner:
             return info
         ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting.setdefault(workflow_id, {})[ended] = None
+        clock = self._engine.clock  # its wake-up ends the wait as the workflow's end does
+        timer = clock.call_at(clock() + timeout, lambda: _settle(ended))
         try:
-            await asyncio.wait_for(asyncio.shield(ended), timeout)
-        except TimeoutError:
-            pass
+            await ended
         finally:
+            timer.cancel()
             budget.give_back()
             waiting = self._waiting.get(workflow_id, {})
             waiting.pop(ended, None)
@@ -178,8 +179,7 @@ class WorkflowRunner:
     def _release_waiters(self, workflow_ids: Iterable[str]) -> None:
         for workflow_id in workflow_ids:
             for ended in self._waiting.pop(workflow_id, {}):
-                if not ended.done():
-                    ended.set_result(None)
+                _settle(ended)
 
     def release_all(self) -> None:
         """Answer every held request now (the control plane stops)."""
@@ -187,6 +187,11 @@ class WorkflowRunner:
 
     def sweep(self) -> int:
         return self.book.sweep(self._engine.clock())
+
+
+def _settle(ended: asyncio.Future[None]) -> None:
+    if not ended.done():
+        ended.set_result(None)
 
 
 def _refused(

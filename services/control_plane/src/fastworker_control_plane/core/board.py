@@ -116,9 +116,12 @@ class TaskBoard:
         fx = Effects(record)
         return *self.intake.submit_each(specs, priority, now, fx), fx
 
-    def forget_stale_keys(self, now: float) -> int:
-        """Drop idempotency keys whose task is gone (result expired or evicted)."""
-        return self.store.forget_stale_keys(now)
+    def sweep(self, now: float) -> None:
+        """Drop the results and dead letters past their time to live, and the
+        idempotency keys whose task is gone (result expired or evicted)."""
+        self.results.sweep(now)
+        self.dead_letters.sweep(now)
+        self.store.forget_stale_keys(now)
 
     def live_count(self, priority: Priority) -> int:
         """Tasks of ``priority`` not final (what ``max_queued`` bounds)."""
