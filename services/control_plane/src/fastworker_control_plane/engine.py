@@ -72,7 +72,8 @@ class Engine:
         max_event_streams: int = DEFAULT_MAX_SUBSCRIPTIONS,
     ) -> None:
         """``clock``: a ``world.Clock``, or a function giving the time (wake-ups then come
-        from the running event loop); ``entropy``: the system's by default."""
+        from the running event loop); ``entropy`` (the system's by default) is given to
+        the board and the workflows for new ids and retry jitter."""
         self.board = board
         self.heartbeat_timeout = heartbeat_timeout
         self.clock = clock_of(clock)

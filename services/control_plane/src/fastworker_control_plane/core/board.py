@@ -85,7 +85,7 @@ class TaskBoard:
     def entropy(self) -> Entropy:
         return self._life.entropy
 
-    # The parts the board's readers (views, metrics, the journal) look at.
+    # Parts that readers see through ``BoardView`` (and tests look at directly).
     @property
     def results(self) -> ResultCache[TaskRecord]:
         return self.store.results
