@@ -292,16 +292,8 @@ class Engine:
         the workflows they are steps of."""
         results = list(results)
         self.workflows.finished(results)
-        if self.journal is None:
-            self.waiters.resolve(results)
-            return
         if results:
-            self.outbox.persisted().add_done_callback(lambda done: self._resolve(done, results))
-
-    def _resolve(self, persisted: asyncio.Future[None], results: list[TaskResult]) -> None:
-        if not persisted.cancelled() and persisted.exception() is not None:
-            log.warning("results told before they are durable", error=str(persisted.exception()))
-        self.waiters.resolve(results)
+            self.outbox.when_durable(lambda: self.waiters.resolve(results))
 
     def kick(self) -> None:
         """Run dispatch (and publish) at the end of this event-loop turn (once, however

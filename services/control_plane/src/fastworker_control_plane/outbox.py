@@ -13,6 +13,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Protocol
 
+import structlog
+
 from fastworker_control_plane.core.board_view import BoardView
 from fastworker_control_plane.core.effects import Effects
 from fastworker_control_plane.core.rejected import Rejected
@@ -22,6 +24,8 @@ from fastworker_control_plane.durability.errors import NotLeading
 from fastworker_control_plane.durability.journal import Journal, JournalError
 from fastworker_control_plane.events import EventBus
 from fastworker_protocol import ErrorCode
+
+log = structlog.get_logger(__name__)
 
 
 class Replication(Protocol):
@@ -80,6 +84,20 @@ class Outbox:
         if self.replication is None:
             return self.journal.flushed()
         return self.replication.after(self.journal.flushed())
+
+    def when_durable(self, then: Callable[[], None]) -> None:
+        """Run ``then`` once every transition so far is durable (at once without a
+        journal); if the journal failed, it is logged and ``then`` runs anyway."""
+        if self.journal is None:
+            then()
+            return
+
+        def persisted(done: asyncio.Future[None]) -> None:
+            if not done.cancelled() and done.exception() is not None:
+                log.warning("told before it is durable", error=str(done.exception()))
+            then()
+
+        self.persisted().add_done_callback(persisted)
 
     async def durable(self) -> None:
         """Wait for ``persisted``; a journal that cannot be written is an ``internal``

@@ -170,11 +170,7 @@ class WorkflowRunner:
             self.finished([known])
 
     def _wake(self, workflow_ids: list[str]) -> None:
-        engine = self._engine
-        if engine.journal is None:
-            self._release_waiters(workflow_ids)
-            return
-        engine.outbox.persisted().add_done_callback(lambda _: self._release_waiters(workflow_ids))
+        self._engine.outbox.when_durable(lambda: self._release_waiters(workflow_ids))
 
     def _release_waiters(self, workflow_ids: Iterable[str]) -> None:
         for workflow_id in workflow_ids:
