@@ -74,7 +74,7 @@ def _time(board: TaskBoard) -> float:
     started = perf_counter()
     done = 0
     while done < TASKS:
-        plan = board.dispatch(["w"], NOW)
+        plan = board.dispatch(["w"], NOW)[0]
         task_ids = [a.id for a in plan.get("w", [])]
         assert task_ids, "a task it can run was not dispatched"
         board.report("w", [], [Outcome(task_id=t, ok=True) for t in task_ids], NOW)

@@ -93,7 +93,7 @@ def test_a_task_is_refused_exactly_when_its_size_plus_32_passes_the_limit_less_1
     b = board(max_message_size=1024 + 131 if accepted else 1024 + 130)
 
     if accepted:
-        assert b.submit(submit.tasks, Priority.NORMAL, NOW) == ["example-1"]
+        assert b.submit(submit.tasks, Priority.NORMAL, NOW)[0] == ["example-1"]
     else:
         with pytest.raises(Rejected) as refused:
             b.submit(submit.tasks, Priority.NORMAL, NOW)
@@ -132,7 +132,7 @@ def test_sizes_count_the_shortest_forms_whatever_form_was_sent() -> None:
 def test_a_periodic_run_id_is_the_name_and_its_due_time_with_three_decimals() -> None:
     b = TaskBoard()
     b.learn_schedules([TaskSignature(name="every_second", repeat_interval=1.0)], NOW + 0.2356)
-    due = b.periodics["every_second"].next_run
+    due = b.schedules.active["every_second"].next_run
 
     b.release_due(due + 0.4)  # runs late: the id still has the time it was due
 

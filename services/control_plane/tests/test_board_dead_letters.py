@@ -11,6 +11,7 @@ import pytest
 
 from fastworker_control_plane.core import dead_letter_ops
 from fastworker_control_plane.core.board import BoardConfig, TaskBoard
+from fastworker_control_plane.core.entropy import counting
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_protocol import (
     MAX_FAILED_ACTED,
@@ -36,7 +37,7 @@ BOOM = TaskError(type="ValueError", message="boom", traceback="Traceback...\nVal
 
 
 def board_with(*signatures: TaskSignature, **config: Any) -> TaskBoard:
-    board = TaskBoard(BoardConfig(**config), uniform=lambda low, high: low)
+    board = TaskBoard(BoardConfig(**config), entropy=counting(lambda low, high: low))
     board.register("w", "w", 100, [ECHO, FLAKY, *signatures], NOW)
     return board
 
@@ -151,7 +152,7 @@ def test_a_retry_queues_a_new_task_with_the_same_arguments_linked_to_the_letter(
     board = board_with()
     fail(board, "t", value={"customer": 7})
 
-    retried = dead_letter_ops.retry(board, FailedFilter(task_ids=["t", "nope"]), False, NOW + 5)
+    retried = dead_letter_ops.retry(board, FailedFilter(task_ids=["t", "nope"]), False, NOW + 5)[0]
 
     [one] = retried.retried
     assert one.task_id == "t"
@@ -168,14 +169,14 @@ def test_a_retry_queues_a_new_task_with_the_same_arguments_linked_to_the_letter(
     assert snapshot is not None
     assert snapshot.retry_of == "t"
     assert len(board.dead_letters) == 0
-    again = dead_letter_ops.retry(board, FailedFilter(task_ids=["t"]), False, NOW + 6)
+    again = dead_letter_ops.retry(board, FailedFilter(task_ids=["t"]), False, NOW + 6)[0]
     assert (again.retried, again.missing) == ([], ["t"])
 
 
 def test_a_retried_task_failing_again_is_a_new_letter_naming_the_old_one() -> None:
     board = board_with()
     fail(board, "t")
-    [one] = dead_letter_ops.retry(board, FailedFilter(task_ids=["t"]), False, NOW).retried
+    [one] = dead_letter_ops.retry(board, FailedFilter(task_ids=["t"]), False, NOW)[0].retried
 
     board.dispatch(["w"], NOW)
     board.report("w", [], [Outcome(task_id=one.new_task_id, ok=False, error=BOOM)], NOW)
@@ -227,8 +228,8 @@ def test_a_bulk_retry_takes_the_oldest_first_and_says_when_more_are_left() -> No
     for n in range(total):
         fail(board, f"t{n:05}")
 
-    first = dead_letter_ops.retry(board, FailedFilter(), True, NOW)
-    second = dead_letter_ops.retry(board, FailedFilter(), True, NOW)
+    first = dead_letter_ops.retry(board, FailedFilter(), True, NOW)[0]
+    second = dead_letter_ops.retry(board, FailedFilter(), True, NOW)[0]
 
     assert (len(first.retried), first.more) == (MAX_FAILED_ACTED, True)
     assert first.retried[0].task_id == "t00000"
@@ -242,11 +243,11 @@ def test_a_purge_drops_what_matches() -> None:
     fail(board, "a")
     fail(board, "b", "flaky")
 
-    purged = dead_letter_ops.purge(board, FailedFilter(task_name="flaky"), True, NOW)
+    purged = dead_letter_ops.purge(board, FailedFilter(task_name="flaky"), True, NOW)[0]
     assert (purged.purged, purged.missing) == (1, [])
     assert letters(board) == ["a"]
 
-    purged = dead_letter_ops.purge(board, FailedFilter(task_ids=["a", "b"]), False, NOW)
+    purged = dead_letter_ops.purge(board, FailedFilter(task_ids=["a", "b"]), False, NOW)[0]
     assert (purged.purged, purged.missing) == (1, ["b"])
     assert letters(board) == []
 
@@ -263,7 +264,7 @@ def test_a_task_with_its_own_result_ttl_keeps_its_result_that_long() -> None:
 
     finished = board.report(
         "w", [], [Outcome(task_id=n, ok=True, result=n) for n in ("brief", "secret", "plain")], NOW
-    )
+    ).finished
 
     assert [r.result for r in finished] == ["brief", "secret", "plain"]  # waiters get them
     assert board.get("secret", NOW) is None  # 0: never kept

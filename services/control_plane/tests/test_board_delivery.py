@@ -23,7 +23,7 @@ def submit(board: TaskBoard, name: str, *ids: str, priority: Priority = Priority
 
 
 def sent(board: TaskBoard, worker_id: str) -> list[str]:
-    return [a.id for a in board.dispatch([worker_id]).get(worker_id, [])]
+    return [a.id for a in board.dispatch([worker_id])[0].get(worker_id, [])]
 
 
 def test_a_backlog_of_any_size_for_a_busy_worker_does_not_delay_an_idle_workers_task() -> None:
@@ -86,7 +86,7 @@ def confirming_board() -> TaskBoard:
 def test_a_batch_the_worker_confirms_stays_with_it() -> None:
     board = confirming_board()
     submit(board, "light", "a", "b")
-    delivery = board.deliver("w", board.dispatch(["w"])["w"])
+    delivery = board.deliver("w", board.dispatch(["w"])[0]["w"])
     assert delivery.batch > 0
 
     for _ in range(LOST_AFTER_REQUESTS + 2):
@@ -99,7 +99,7 @@ def test_a_batch_never_confirmed_comes_back_to_the_front_uncounted() -> None:
     # Given a batch sent into a fetch the worker had given up on, and a task queued since
     board = confirming_board()
     submit(board, "light", "a", "b")
-    delivery = board.deliver("w", board.dispatch(["w"])["w"])
+    delivery = board.deliver("w", board.dispatch(["w"])[0]["w"])
     submit(board, "light", "later")
 
     # When the worker's next requests never confirm it
@@ -127,7 +127,7 @@ def test_a_worker_that_does_not_confirm_gets_no_batch_numbers() -> None:
     board.register("w", "w", 2, [LIGHT], NOW)
     submit(board, "light", "a")
 
-    assert board.deliver("w", board.dispatch(["w"])["w"]).batch == 0
+    assert board.deliver("w", board.dispatch(["w"])[0]["w"]).batch == 0
 
 
 def test_a_running_task_silent_past_its_time_limit_fails_as_timeout_and_is_stopped() -> None:
@@ -139,10 +139,11 @@ def test_a_running_task_silent_past_its_time_limit_fails_as_timeout_and_is_stopp
     board.report("w", ["t"], [], NOW)
 
     # When the margin past its limit has not run out, Then it keeps running
-    assert board.time_out_overdue(NOW + 2 + 10, margin=10) == []
+    assert board.time_out_overdue(NOW + 2 + 10, margin=10).finished == []
     # When it has, Then it fails with reason timeout and its worker is told to stop it
-    [result] = board.time_out_overdue(NOW + 2 + 10.5, margin=10)
+    effects = board.time_out_overdue(NOW + 2 + 10.5, margin=10)
+    [result] = effects.finished
     assert result.status == TaskState.FAILURE
     assert result.error is not None
     assert result.error.reason == "timeout"
-    assert board.take_superseded() == [("w", "t")]
+    assert effects.superseded == [("w", "t")]

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from fastworker_control_plane.core.board import TaskBoard
+from fastworker_control_plane.core.board_view import BoardView
 from fastworker_control_plane.core.limits import Scope
 from fastworker_control_plane.core.queue_controls import next_limit_due, pause, purge, set_limit
 from fastworker_control_plane.core.queue_views import limit_infos, queue_infos, waiting_on_limits
@@ -72,7 +73,7 @@ def test_a_worker_takes_tasks_only_from_the_queues_it_serves() -> None:
         [spec("e1"), spec("r1", "report"), spec("e2", queue="reports")], Priority.NORMAL, NOW
     )
 
-    assert ids(board.dispatch(["mail", "rep"], NOW)) == {"mail": ["e1"], "rep": ["r1", "e2"]}
+    assert ids(board.dispatch(["mail", "rep"], NOW)[0]) == {"mail": ["e1"], "rep": ["r1", "e2"]}
 
 
 def test_without_a_queue_list_a_worker_serves_the_queues_its_tasks_name() -> None:
@@ -88,7 +89,7 @@ def test_a_backlog_no_waiting_worker_serves_never_delays_another_queue() -> None
     board.submit([spec(f"h{i}", "heavy") for i in range(20_000)], Priority.CRITICAL, NOW)
     board.submit([spec(f"r{i}", "report") for i in range(100)], Priority.LOW, NOW)
 
-    plan = board.dispatch(["rep"], NOW)
+    plan = board.dispatch(["rep"], NOW)[0]
 
     assert len(plan["rep"]) == 100
     assert board.queues.queue_depth("heavy", Priority.CRITICAL) == 20_000
@@ -102,7 +103,7 @@ def test_a_worker_shares_its_slots_between_its_queues_by_weight() -> None:
 
     taken = []
     for _ in range(500):
-        (task_id,) = ids(board.dispatch(["w"], NOW))["w"]
+        (task_id,) = ids(board.dispatch(["w"], NOW)[0])["w"]
         taken.append(task_id)
         finish(board, "w", task_id)
 
@@ -116,7 +117,7 @@ def test_priorities_still_order_the_tasks_inside_a_queue() -> None:
     board.submit([spec("normal")], Priority.NORMAL, NOW)
     board.submit([spec("high")], Priority.HIGH, NOW + 1)
 
-    assert ids(board.dispatch(["w"], NOW)) == {"w": ["high"]}
+    assert ids(board.dispatch(["w"], NOW)[0]) == {"w": ["high"]}
 
 
 # --- limits ------------------------------------------------------------------------------------
@@ -138,13 +139,13 @@ def test_one_task_per_key_runs_at_once_and_the_others_wait_without_blocking() ->
         NOW,
     )
 
-    assert ids(board.dispatch(["w0"], NOW)) == {"w0": ["a1", "b1", "e"]}
+    assert ids(board.dispatch(["w0"], NOW)[0]) == {"w0": ["a1", "b1", "e"]}
     assert waiting_on_limits(board, NOW) == {("default", "imp"): 1}
-    assert board.dispatch(["w0"], NOW) == {}
+    assert board.dispatch(["w0"], NOW)[0] == {}
 
     finish(board, "w0", "a1")
 
-    assert ids(board.dispatch(["w0"], NOW)) == {"w0": ["a2"]}
+    assert ids(board.dispatch(["w0"], NOW)[0]) == {"w0": ["a2"]}
     assert board.queues.depth(Priority.NORMAL) == 0
 
 
@@ -157,7 +158,7 @@ def test_a_parked_task_can_be_cancelled_and_leaves_its_queue() -> None:
     finish(board, "w0", "a1")
 
     assert board.queues.depth(Priority.NORMAL) == 0
-    assert board.dispatch(["w0"], NOW) == {}
+    assert board.dispatch(["w0"], NOW)[0] == {}
 
 
 def test_a_rate_limit_lets_through_a_burst_then_one_task_per_interval() -> None:
@@ -165,10 +166,10 @@ def test_a_rate_limit_lets_through_a_burst_then_one_task_per_interval() -> None:
     board.register("w", "h", 10, [sig("api", rate_limit="2/s"), EMAIL], NOW)
     board.submit([spec(f"a{i}", "api") for i in range(5)] + [spec("e")], Priority.NORMAL, NOW)
 
-    assert ids(board.dispatch(["w"], NOW)) == {"w": ["a0", "e"]}
-    assert board.dispatch(["w"], NOW + 0.4) == {}
+    assert ids(board.dispatch(["w"], NOW)[0]) == {"w": ["a0", "e"]}
+    assert board.dispatch(["w"], NOW + 0.4)[0] == {}
     assert next_limit_due(board, NOW + 0.4) == pytest.approx(NOW + 0.5)
-    assert ids(board.dispatch(["w"], NOW + 0.5)) == {"w": ["a1"]}
+    assert ids(board.dispatch(["w"], NOW + 0.5)[0]) == {"w": ["a1"]}
 
 
 def test_a_queue_concurrency_limit_holds_across_workers() -> None:
@@ -178,7 +179,7 @@ def test_a_queue_concurrency_limit_holds_across_workers() -> None:
     set_limit(board, Scope.QUEUE, "reports", None, 3)
     board.submit([spec(f"r{i}", "report") for i in range(10)], Priority.NORMAL, NOW)
 
-    plan = board.dispatch(["w1", "w2"], NOW)
+    plan = board.dispatch(["w1", "w2"], NOW)[0]
 
     assert sum(len(tasks) for tasks in plan.values()) == 3
     (info,) = queue_infos(board, NOW)
@@ -192,7 +193,7 @@ def test_raising_a_limit_at_run_time_lets_parked_tasks_go() -> None:
 
     set_limit(board, Scope.TASK, "imp", None, 2)
 
-    assert ids(board.dispatch(["w0"], NOW)) == {"w0": ["a2"]}
+    assert ids(board.dispatch(["w0"], NOW)[0]) == {"w0": ["a2"]}
     (limit,) = limit_infos(board, NOW)
     assert (limit.concurrency_limit, limit.concurrency_key, limit.overridden) == (
         2,
@@ -220,9 +221,9 @@ def test_pausing_a_queue_stops_its_dispatch_only_and_resuming_restarts_it() -> N
     board.submit([spec("r", "report"), spec("e")], Priority.NORMAL, NOW)
 
     assert pause(board, "reports", True)
-    assert ids(board.dispatch(["w"], NOW)) == {"w": ["e"]}
+    assert ids(board.dispatch(["w"], NOW)[0]) == {"w": ["e"]}
     assert pause(board, "reports", False)
-    assert ids(board.dispatch(["w"], NOW)) == {"w": ["r"]}
+    assert ids(board.dispatch(["w"], NOW)[0]) == {"w": ["r"]}
     assert not pause(board, "reports", False)
 
 
@@ -241,7 +242,7 @@ def test_purging_cancels_only_the_tasks_queued_in_that_queue() -> None:
         [TaskSpec(name="email", id="eta", args=[1, 2], eta=NOW + 60)], Priority.NORMAL, NOW
     )
 
-    purged = purge(board, "default", NOW)
+    purged = purge(board, "default", NOW).finished
 
     assert sorted(r.task_id for r in purged) == ["parked", "waiting"]
     assert all(r.status == TaskState.CANCELLED for r in purged)
@@ -257,12 +258,11 @@ def test_purging_cancels_only_the_tasks_queued_in_that_queue() -> None:
 def test_pauses_and_run_time_limits_come_back_after_a_restart() -> None:
     board = TaskBoard()
     board.learn_tasks([EMAIL])
-    board.record_changes = True
-    recorder = Recorder()
+    recorder = Recorder(BoardView(board))
     pause(board, "reports", True)
     set_limit(board, Scope.QUEUE, "default", "100/s", None)
     set_limit(board, Scope.TASK, "email", None, 2)
-    entries = recorder.entries(board.take_changes(), board)
+    entries = recorder.entries([])  # no transitions: the controls alone
 
     for journal in (entries, snapshot(board, NOW)):
         recovered = Recovered()
@@ -279,7 +279,7 @@ def test_pauses_and_run_time_limits_come_back_after_a_restart() -> None:
             ("queue", "default", "100/s", None),
             ("task", "email", None, 2),
         }
-    assert recorder.entries([], board) == []  # written once
+    assert recorder.entries([]) == []  # written once
 
 
 def test_a_limit_on_a_queue_with_a_bad_name_is_refused() -> None:
@@ -294,7 +294,7 @@ def test_queues_named_by_clients_do_not_outlive_their_tasks() -> None:
     for i in range(1, 1000):
         board.cancel(f"t{i}", NOW)
 
-    assert ids(board.dispatch(["w"], NOW)) == {"w": ["t0"]}
+    assert ids(board.dispatch(["w"], NOW)[0]) == {"w": ["t0"]}
     assert list(board.queues.names()) == []
 
 

@@ -33,7 +33,7 @@ def submit(board: TaskBoard, *task_ids: str, priority: Priority = Priority.NORMA
 
 
 def assigned(board: TaskBoard, worker_id: str) -> list[str]:
-    return [a.id for a in board.dispatch([worker_id]).get(worker_id, [])]
+    return [a.id for a in board.dispatch([worker_id])[0].get(worker_id, [])]
 
 
 def status(board: TaskBoard, task_id: str, now: float = NOW + 10) -> TaskState:
@@ -47,7 +47,7 @@ def test_a_started_report_moves_an_assigned_task_to_running() -> None:
     submit(board, "t1")
     assigned(board, "w1")
 
-    finished = board.report("w1", ["t1"], [], NOW + 1.5)
+    finished = board.report("w1", ["t1"], [], NOW + 1.5).finished
 
     assert finished == []
     result = board.get("t1", NOW + 1.5)
@@ -60,11 +60,11 @@ def test_an_outcome_reported_without_its_start_still_passes_through_running() ->
     board = board_with("w1")
     submit(board, "t1")
     assigned(board, "w1")
-    board.record_changes = True
+    effects = board.report(
+        "w1", [], [Outcome(task_id="t1", ok=True, result=2)], NOW + 1, record=True
+    )
 
-    board.report("w1", [], [Outcome(task_id="t1", ok=True, result=2)], NOW + 1)
-
-    states = [c.state for c in board.take_changes() if c.task_id == "t1"]
+    states = [c.state for c in effects.changes if c.task_id == "t1"]
     assert states == [TaskState.RUNNING, TaskState.SUCCESS]
 
 
@@ -74,7 +74,7 @@ def test_a_successful_outcome_finishes_the_task_and_frees_the_slot() -> None:
     assigned(board, "w1")
     board.report("w1", ["t1"], [], NOW + 1)
 
-    finished = board.report("w1", [], [Outcome(task_id="t1", ok=True, result=42)], NOW + 2)
+    finished = board.report("w1", [], [Outcome(task_id="t1", ok=True, result=42)], NOW + 2).finished
 
     assert [(r.task_id, r.status, r.result, r.finished_at) for r in finished] == [
         ("t1", TaskState.SUCCESS, 42, NOW + 2)
@@ -90,7 +90,9 @@ def test_a_failed_outcome_finishes_the_task_with_its_error() -> None:
     assigned(board, "w1")
     error = TaskError(type="ZeroDivisionError", message="division by zero", traceback="tb")
 
-    finished = board.report("w1", [], [Outcome(task_id="t1", ok=False, error=error)], NOW + 1)
+    finished = board.report(
+        "w1", [], [Outcome(task_id="t1", ok=False, error=error)], NOW + 1
+    ).finished
 
     assert [(r.status, r.error) for r in finished] == [(TaskState.FAILURE, error)]
     assert finished[0].started_at == NOW + 1  # never reported started: the outcome's time
@@ -101,7 +103,7 @@ def test_a_failure_without_an_error_gets_a_generic_one() -> None:
     submit(board, "t1")
     assigned(board, "w1")
 
-    [result] = board.report("w1", [], [Outcome(task_id="t1", ok=False)], NOW + 1)
+    [result] = board.report("w1", [], [Outcome(task_id="t1", ok=False)], NOW + 1).finished
 
     assert result.error is not None
     assert result.error.message == "unknown failure"
@@ -112,7 +114,9 @@ def test_an_outcome_asking_for_requeue_is_redelivered() -> None:
     submit(board, "t1")
     assigned(board, "w1")
 
-    finished = board.report("w1", [], [Outcome(task_id="t1", ok=False, requeue=True)], NOW + 1)
+    finished = board.report(
+        "w1", [], [Outcome(task_id="t1", ok=False, requeue=True)], NOW + 1
+    ).finished
 
     assert finished == []
     assert status(board, "t1") == TaskState.QUEUED
@@ -140,11 +144,14 @@ def test_a_late_outcome_after_the_worker_re_registered_wins_and_stops_the_second
     board.register("w1", "host-w1", 4, [ADD], NOW + 1)  # expelled, back: t1 is redelivered
     assert assigned(board, "w2") == ["t1"]
 
-    [finished] = board.report("w1", [], [Outcome(task_id="t1", ok=True, result=1)], NOW + 2)
+    effects = board.report("w1", [], [Outcome(task_id="t1", ok=True, result=1)], NOW + 2)
+    [finished] = effects.finished
 
     assert (finished.status, finished.result, finished.worker_id) == (TaskState.SUCCESS, 1, "w1")
-    assert board.take_superseded() == [("w2", "t1")]
-    assert board.report("w2", [], [Outcome(task_id="t1", ok=True, result=2)], NOW + 3) == []
+    assert effects.superseded == [("w2", "t1")]
+    assert (
+        board.report("w2", [], [Outcome(task_id="t1", ok=True, result=2)], NOW + 3).finished == []
+    )
 
 
 def test_an_outcome_for_a_task_queued_again_finishes_it_and_it_is_not_dispatched() -> None:
@@ -154,7 +161,8 @@ def test_an_outcome_for_a_task_queued_again_finishes_it_and_it_is_not_dispatched
     board.register("w1", "host-w1", 4, [ADD], NOW + 1)  # t1 queued again, not yet sent
     assert status(board, "t1") == TaskState.QUEUED
 
-    [finished] = board.report("w1", [], [Outcome(task_id="t1", ok=True, result=1)], NOW + 2)
+    effects = board.report("w1", [], [Outcome(task_id="t1", ok=True, result=1)], NOW + 2)
+    [finished] = effects.finished
 
     assert (finished.status, finished.result) == (TaskState.SUCCESS, 1)
     assert assigned(board, "w1") == []
@@ -167,8 +175,9 @@ def test_cancelling_a_running_task_discards_its_eventual_outcome() -> None:
     assigned(board, "w1")
     board.report("w1", ["t1"], [], NOW + 1)
 
-    result, changed = board.cancel("t1", NOW + 2)
-    late = board.report("w1", [], [Outcome(task_id="t1", ok=True, result=1)], NOW + 3)
+    result, effects = board.cancel("t1", NOW + 2)
+    changed = bool(effects.finished)
+    late = board.report("w1", [], [Outcome(task_id="t1", ok=True, result=1)], NOW + 3).finished
 
     assert (result.status, changed, late) == (TaskState.CANCELLED, True, [])
     assert status(board, "t1") == TaskState.CANCELLED
@@ -181,7 +190,8 @@ def test_cancelling_a_final_task_changes_nothing() -> None:
     assigned(board, "w1")
     board.report("w1", [], [Outcome(task_id="t1", ok=True, result=5)], NOW + 1)
 
-    result, changed = board.cancel("t1", NOW + 2)
+    result, effects = board.cancel("t1", NOW + 2)
+    changed = bool(effects.finished)
 
     assert (result.status, result.result, changed) == (TaskState.SUCCESS, 5, False)
 

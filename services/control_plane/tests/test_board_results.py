@@ -26,7 +26,7 @@ def board_with(**config: Any) -> TaskBoard:
 def run(board: TaskBoard, task_id: str, argument: object, result: object = None) -> None:
     """Submit ``echo(argument)`` and have the worker finish it with ``result``."""
     board.submit([TaskSpec(name="echo", id=task_id, args=[argument])], Priority.NORMAL, NOW)
-    assert board.dispatch(["w"])
+    assert board.dispatch(["w"])[0]
     board.report("w", [], [Outcome(task_id=task_id, ok=True, result=result)], NOW)
 
 
@@ -59,7 +59,7 @@ def test_a_board_told_to_keep_arguments_keeps_them_and_counts_them() -> None:
 def test_a_live_task_keeps_its_arguments_until_it_is_final() -> None:
     board = board_with()
     board.submit([TaskSpec(name="echo", id="t", args=[7])], Priority.NORMAL, NOW)
-    assert board.dispatch(["w"])
+    assert board.dispatch(["w"])[0]
 
     record = board.record("t", NOW, count=False)
 
@@ -98,7 +98,7 @@ def test_an_evicted_results_id_is_free_again() -> None:
     run(board, "first", 1, result=b"r" * MB)
     run(board, "second", 2, result=b"r" * MB)  # pushes "first" out
 
-    ids = board.submit([TaskSpec(name="echo", id="first", args=[1])], Priority.NORMAL, NOW)
+    ids = board.submit([TaskSpec(name="echo", id="first", args=[1])], Priority.NORMAL, NOW)[0]
 
     assert ids == ["first"]
     again = board.get("first", NOW)

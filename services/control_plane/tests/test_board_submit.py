@@ -37,7 +37,7 @@ def board_knowing_add(**config: Any) -> TaskBoard:
 def finish(board: TaskBoard, task_id: str, now: float) -> None:
     """Run one queued task to SUCCESS on a throwaway worker."""
     board.register("finisher", "finisher", 1, [ADD], now)
-    assert board.dispatch(["finisher"])
+    assert board.dispatch(["finisher"])[0]
     board.report("finisher", [], [Outcome(task_id=task_id, ok=True, result=3)], now)
     board.remove_worker("finisher", now)
 
@@ -45,7 +45,7 @@ def finish(board: TaskBoard, task_id: str, now: float) -> None:
 def test_an_accepted_task_is_queued_with_its_priority_and_submission_time() -> None:
     board = board_knowing_add()
 
-    ids = board.submit([spec("t1")], Priority.HIGH, NOW)
+    ids = board.submit([spec("t1")], Priority.HIGH, NOW)[0]
 
     assert ids == ["t1"]
     result = board.get("t1", NOW)
@@ -89,7 +89,7 @@ def test_a_duplicate_id_is_accepted_but_queued_only_once() -> None:
     board = board_knowing_add()
     board.submit([spec("t1")], Priority.NORMAL, NOW)
 
-    again = board.submit([spec("t1")], Priority.NORMAL, NOW + 1.5)
+    again = board.submit([spec("t1")], Priority.NORMAL, NOW + 1.5)[0]
 
     assert again == ["t1"]
     assert len(board) == 1
@@ -102,7 +102,7 @@ def test_a_duplicate_id_is_accepted_but_queued_only_once() -> None:
 def test_a_duplicate_id_within_one_batch_is_queued_once() -> None:
     board = board_knowing_add()
 
-    ids = board.submit([spec("t1"), spec("t1")], Priority.NORMAL, NOW)
+    ids = board.submit([spec("t1"), spec("t1")], Priority.NORMAL, NOW)[0]
 
     assert ids == ["t1", "t1"]
     assert len(board.queues) == 1
@@ -113,7 +113,7 @@ def test_a_finished_task_is_not_run_again_when_its_id_is_resubmitted() -> None:
     board.submit([spec("t1")], Priority.NORMAL, NOW)
     finish(board, "t1", NOW + 1)
 
-    again = board.submit([spec("t1")], Priority.NORMAL, NOW + 2)
+    again = board.submit([spec("t1")], Priority.NORMAL, NOW + 2)[0]
 
     assert again == ["t1"]
     assert len(board) == 0
@@ -149,7 +149,7 @@ def test_an_id_whose_expired_result_was_swept_is_queued_again() -> None:
 def test_an_empty_id_gets_a_fresh_generated_id() -> None:
     board = board_knowing_add()
 
-    ids = board.submit([spec(""), spec("")], Priority.NORMAL, NOW)
+    ids = board.submit([spec(""), spec("")], Priority.NORMAL, NOW)[0]
 
     assert len(set(ids)) == 2
     assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
@@ -164,7 +164,7 @@ def test_learned_tasks_can_be_submitted_before_any_worker_registers() -> None:
     board.learn_tasks([ADD, TaskSignature(name="ping")])
 
     assert board.known_task_names() == ["add", "ping"]
-    assert board.submit([spec("t1"), TaskSpec(name="ping", id="t2")], Priority.NORMAL, NOW)
+    assert board.submit([spec("t1"), TaskSpec(name="ping", id="t2")], Priority.NORMAL, NOW)[0]
     assert len(board.queues) == 2
 
 

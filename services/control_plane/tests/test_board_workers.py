@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from fastworker_control_plane.core.board import MAX_RETURNS, BoardConfig, TaskBoard
+from fastworker_control_plane.core.board import BoardConfig, TaskBoard
+from fastworker_control_plane.core.entropy import counting
+from fastworker_control_plane.core.lifecycle import MAX_RETURNS
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_protocol import (
     ErrorCode,
@@ -34,7 +36,7 @@ def submit(board: TaskBoard, *task_ids: str, priority: Priority = Priority.NORMA
 
 
 def assigned(board: TaskBoard, worker_id: str) -> list[str]:
-    return [a.id for a in board.dispatch([worker_id]).get(worker_id, [])]
+    return [a.id for a in board.dispatch([worker_id])[0].get(worker_id, [])]
 
 
 def status(board: TaskBoard, task_id: str, now: float = NOW + 10) -> TaskState:
@@ -49,11 +51,11 @@ def test_a_lost_worker_s_tasks_go_back_to_the_front_of_their_priority() -> None:
     assigned(board, "w1")
     submit(board, "t2")
 
-    finished = board.remove_worker("w1", NOW + 1)
+    finished = board.remove_worker("w1", NOW + 1).finished
 
     assert finished == []
     assert status(board, "t1") == TaskState.QUEUED
-    plan = board.dispatch(["w2"])
+    plan = board.dispatch(["w2"])[0]
     assert [(a.id, a.attempt) for a in plan["w2"]] == [("t1", 2)]
 
 
@@ -73,12 +75,12 @@ def test_a_started_task_lost_more_than_max_redeliveries_times_fails_as_worker_lo
     submit(board, "t1")
     assigned(board, "w1")
     board.report("w1", ["t1"], [], NOW)
-    assert board.remove_worker("w1", NOW + 1) == []
+    assert board.remove_worker("w1", NOW + 1).finished == []
     board.register("w1", "host-w1", 4, [ADD], NOW + 2)
     assert assigned(board, "w1") == ["t1"]
     board.report("w1", ["t1"], [], NOW + 2)
 
-    [result] = board.remove_worker("w1", NOW + 3)
+    [result] = board.remove_worker("w1", NOW + 3).finished
 
     assert (result.status, result.attempts) == (TaskState.FAILURE, 2)
     assert result.error is not None
@@ -93,7 +95,8 @@ def test_silent_remote_workers_expire_and_their_tasks_are_redelivered() -> None:
     assigned(board, "quiet")
     board.touch("chatty", NOW + 20)
 
-    removed, finished = board.expire_silent(NOW + 31, timeout=30.0)
+    removed, effects = board.expire_silent(NOW + 31, timeout=30.0)
+    finished = effects.finished
 
     assert (removed, finished) == (["quiet"], [])
     assert sorted(w.worker_id for w in board.list_workers(NOW + 31)) == ["chatty", "local"]
@@ -103,7 +106,8 @@ def test_silent_remote_workers_expire_and_their_tasks_are_redelivered() -> None:
 def test_a_worker_silent_for_exactly_the_timeout_is_kept() -> None:
     board = board_with("w1")
 
-    assert board.expire_silent(NOW + 30, timeout=30.0) == ([], [])
+    removed, effects = board.expire_silent(NOW + 30, timeout=30.0)
+    assert (removed, effects.finished) == ([], [])
 
 
 def test_touching_an_unknown_worker_is_rejected() -> None:
@@ -152,7 +156,7 @@ def test_a_task_a_lost_worker_never_started_does_not_count_against_redeliveries(
     submit(board, "t1")
     assigned(board, "w1")  # buffered, never reported started
 
-    assert board.remove_worker("w1", NOW + 1) == []
+    assert board.remove_worker("w1", NOW + 1).finished == []
 
     record = board.record("t1", NOW + 1)
     assert record is not None
@@ -166,7 +170,7 @@ def test_a_task_that_kills_every_worker_before_it_starts_fails_after_max_returns
     for n in range(MAX_RETURNS + 1):
         board.register("w1", "host-w1", 4, [ADD], NOW + n)
         assert assigned(board, "w1") == ["t1"]
-        results = board.remove_worker("w1", NOW + n)
+        results = board.remove_worker("w1", NOW + n).finished
 
     [result] = results
     assert result.status == TaskState.FAILURE
@@ -192,12 +196,12 @@ def test_a_task_whose_child_process_crashed_goes_back_to_the_front_for_its_next_
     board.report("w1", ["t1"], [], NOW)
 
     # When w1 reports that the child process running t1 died
-    finished = board.report("w1", [], [crash("t1")], NOW + 1)
+    finished = board.report("w1", [], [crash("t1")], NOW + 1).finished
 
     # Then t1 is not final: it is queued ahead of t2 and delivered again as attempt 2
     assert finished == []
     assert status(board, "t1") == TaskState.QUEUED
-    plan = board.dispatch(["w1"])
+    plan = board.dispatch(["w1"])[0]
     assert [(a.id, a.attempt) for a in plan["w1"]] == [("t1", 2)]
     # And the subworker itself is still registered and holding it
     assert [w.in_flight for w in board.list_workers(NOW + 1)] == [1]
@@ -210,7 +214,7 @@ def test_a_task_that_crashes_its_child_more_than_max_redeliveries_times_fails_as
     for n in range(3):
         assert assigned(board, "w1") == ["t1"]
         board.report("w1", ["t1"], [], NOW + n)
-        results = board.report("w1", [], [crash("t1")], NOW + n + 0.5)
+        results = board.report("w1", [], [crash("t1")], NOW + n + 0.5).finished
         assert (results == []) == (n < 2)
 
     [result] = results
@@ -225,7 +229,7 @@ def test_a_task_that_crashes_its_child_more_than_max_redeliveries_times_fails_as
 
 def test_a_task_that_raised_follows_its_retry_policy_not_the_redelivery_one() -> None:
     # Given a task allowed one retry, on a board allowing no redelivery
-    board = TaskBoard(BoardConfig(max_redeliveries=0), uniform=lambda low, high: high)
+    board = TaskBoard(BoardConfig(max_redeliveries=0), entropy=counting(lambda low, high: high))
     board.register("w1", "host-w1", 4, [TaskSignature(name="flaky", max_retries=1)], NOW)
     board.submit([TaskSpec(name="flaky", id="t1")], Priority.NORMAL, NOW)
     raised = Outcome(
@@ -237,14 +241,14 @@ def test_a_task_that_raised_follows_its_retry_policy_not_the_redelivery_one() ->
     # When its first attempt raises, it waits its backoff to be retried
     assert assigned(board, "w1") == ["t1"]
     board.report("w1", ["t1"], [], NOW)
-    assert board.report("w1", [], [raised], NOW + 1) == []
+    assert board.report("w1", [], [raised], NOW + 1).finished == []
     assert status(board, "t1", NOW + 1) == TaskState.RETRYING
-    assert board.release_due(NOW + 2) == 1
+    assert board.release_due(NOW + 2).queued == 1
 
     # And when the retry raises too, it fails with its own error
-    assert [a.attempt for a in board.dispatch(["w1"])["w1"]] == [2]
+    assert [a.attempt for a in board.dispatch(["w1"])[0]["w1"]] == [2]
     board.report("w1", ["t1"], [], NOW + 2)
-    [result] = board.report("w1", [], [raised], NOW + 3)
+    [result] = board.report("w1", [], [raised], NOW + 3).finished
     assert (result.status, result.attempts) == (TaskState.FAILURE, 2)
     assert result.error is not None
     assert (result.error.type, result.error.reason) == ("RuntimeError", "exception")
@@ -256,7 +260,9 @@ def test_a_crash_reported_without_a_started_notice_still_counts_against_max_rede
     results = []
     for n in range(2):
         assert assigned(board, "w1") == ["t1"]
-        results = board.report("w1", [], [crash("t1")], NOW + n)  # its outcome says it started
+        results = board.report(
+            "w1", [], [crash("t1")], NOW + n
+        ).finished  # its outcome says it started
 
     [result] = results
     assert result.error is not None

@@ -89,18 +89,15 @@ def test_filters_narrow_by_name_error_type_and_failure_time_newest_first() -> No
     assert ids(store.oldest_first(FailedFilter(task_name="add"), NOW + 30)) == ["a", "c", "d"]
 
 
-def test_removals_are_noted_for_the_journal_only_once_it_tracks_them() -> None:
+def test_a_removal_returns_the_ids_it_took_out_for_the_journal() -> None:
     store = DeadLetters()
     for name in ("a", "b", "c"):
         store.add(letter(name), NOW)
 
-    store.remove(["a"])
-    assert store.take_removed() == []  # not tracked: nothing piles up
-    store.removed = []
-    store.remove(["b", "zz"])
+    assert store.remove(["a"]) == ["a"]
+    assert store.remove(["b", "zz"]) == ["b"]  # an id not stored is not noted
 
-    assert store.take_removed() == ["b"]
-    assert store.take_removed() == []
+    assert store.remove(["b"]) == []
     assert ids(store.letters()) == ["c"]
     assert store.bytes == store.letters()[0].size
 

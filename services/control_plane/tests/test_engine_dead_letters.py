@@ -79,7 +79,7 @@ async def test_the_results_port_lists_retries_and_purges_dead_letters() -> None:
 async def test_a_selection_of_nothing_in_particular_is_refused() -> None:
     engine = engine_with_letters("a")
 
-    for act in (engine.retry_failed, engine.purge_failed):
+    for act in (engine.operations.retry_failed, engine.operations.purge_failed):
         with pytest.raises(Rejected) as refused:
             act(FailedFilter(task_name="add"), False, "http")
         assert refused.value.code == ErrorCode.INVALID_MESSAGE

@@ -66,7 +66,7 @@ async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
 
 
 async def test_an_added_schedule_ticks_on_its_own_timer(engine: Engine, clock: FakeClock) -> None:
-    added = engine.add_schedule(SPEC, source="client")
+    added = engine.operations.add_schedule(SPEC, source="client")
     assert added.created
     assert added.schedule.next_run == NOW + 0.05
     clock.now = NOW + 0.05  # the timer armed for it fires in 0.05 s of real time
@@ -78,8 +78,8 @@ async def test_an_added_schedule_ticks_on_its_own_timer(engine: Engine, clock: F
 
 
 async def test_adding_and_removing_are_operators_actions(engine: Engine) -> None:
-    engine.add_schedule(SPEC, source="http")
-    removed = engine.remove_schedule("acme", source="client")
+    engine.operations.add_schedule(SPEC, source="http")
+    removed = engine.operations.remove_schedule("acme", source="client")
     assert removed == ScheduleRemoved(name="acme", removed=True)
     assert [(a.kind, a.target, a.source) for a in engine.actions.since(0)] == [
         ("schedule.add", "acme", "http"),
@@ -126,7 +126,7 @@ async def test_a_refused_schedule_raises_for_the_error_reply_and_is_not_an_actio
 
 
 async def test_the_dashboard_lists_a_run_time_schedule_with_what_it_runs(engine: Engine) -> None:
-    engine.add_schedule(SPEC, source="http")
+    engine.operations.add_schedule(SPEC, source="http")
 
     document = views.schedules(engine, NOW)
 
@@ -143,7 +143,7 @@ async def test_the_dashboard_lists_a_run_time_schedule_with_what_it_runs(engine:
 async def test_a_schedule_a_declaration_takes_the_name_of_is_dropped_with_a_warning(
     engine: Engine,
 ) -> None:
-    engine.add_schedule(report_spec("nightly"), source="client")
+    engine.operations.add_schedule(report_spec("nightly"), source="client")
     nightly = TaskSignature(name="nightly", repeat_interval=5.0)
 
     with structlog.testing.capture_logs() as logs:

@@ -139,7 +139,7 @@ async def test_an_acknowledgement_waits_until_the_follower_has_the_commit_on_dis
         await until(lambda: leader.replication.mode is Mode.REPLICATED)
         for round_ in range(20):
             submit(leader.engine, f"t{round_}")
-            await leader.engine.durable()
+            await leader.engine.outbox.durable()
             # Acknowledged: the follower has synced at least this far.
             assert link.follower.durable >= leader.replication.tracker._commits[-1].end
             assert f"t{round_}" in link._replica.recovered.live
@@ -153,7 +153,7 @@ async def test_without_a_follower_the_leader_goes_on_alone_after_the_lag_bound(
         await until(lambda: leader.replication.mode is Mode.REPLICATED)
     started = time.monotonic()
     submit(leader.engine, "after")
-    await leader.engine.durable()
+    await leader.engine.outbox.durable()
     waited = time.monotonic() - started
     assert leader.replication.mode is Mode.ALONE
     assert waited < LAG_BOUND * 3
@@ -168,7 +168,7 @@ async def test_with_require_sync_a_leader_without_followers_refuses_writes(tmp_p
         async with following(tmp_path / "follower", leader):
             await until(lambda: leader.replication.accepts_writes())
             submit(leader.engine, "y")
-            await leader.engine.durable()
+            await leader.engine.outbox.durable()
     finally:
         await stop_leader(leader)
 
@@ -177,7 +177,7 @@ async def test_a_leader_that_no_longer_leads_acknowledges_nothing(leader: Leader
     leader.leading[0] = False
     submit(leader.engine, "late")
     with pytest.raises(Rejected) as refused:
-        await leader.engine.durable()
+        await leader.engine.outbox.durable()
     assert refused.value.code == ErrorCode.UNAVAILABLE
 
 
@@ -195,13 +195,13 @@ async def test_a_follower_behind_a_compaction_gets_a_snapshot_and_holds_the_same
     try:
         for n in range(50):
             submit(leader.engine, f"before-{n}")
-        await leader.engine.durable()
+        await leader.engine.outbox.durable()
         leader.journal.rewrite(snapshot(leader.engine.board, time.time()))
         leader.journal.on_rewrite is not None and leader.journal.on_rewrite(leader.journal.size)
         async with following(tmp_path / "follower", leader) as link:
             await until(lambda: leader.replication.mode is Mode.REPLICATED)
             submit(leader.engine, "after")
-            await leader.engine.durable()
+            await leader.engine.outbox.durable()
             await until(lambda: link.follower.durable == leader.journal.size)
         mirror = (tmp_path / "follower" / "journal").read_bytes()
         assert mirror == (tmp_path / "leader" / "journal").read_bytes()

@@ -8,9 +8,11 @@ from typing import Any
 
 import msgspec
 import pytest
+from recording_board import RecordingBoard
 
 from fastworker_control_plane.core import dead_letter_ops
 from fastworker_control_plane.core.board import BoardConfig, TaskBoard
+from fastworker_control_plane.core.board_view import BoardView
 from fastworker_control_plane.durability import entries
 from fastworker_control_plane.durability.entries import Recorder, Recovered, snapshot
 from fastworker_control_plane.durability.schema import Dead, DeadGone, Entry, StoredDead
@@ -31,22 +33,21 @@ ECHO = TaskSignature(name="echo", params=[Param(name="value", kind="POSITIONAL_O
 BOOM = TaskError(type="ValueError", message="boom", traceback="Traceback...")
 
 
-def new_board(**config: Any) -> TaskBoard:
-    board = TaskBoard(BoardConfig(**config))
+def new_board(**config: Any) -> RecordingBoard:
+    board = RecordingBoard(BoardConfig(**config))
     board.register("w", "w", 1000, [ECHO], NOW)
-    board.record_changes = True
-    board.dead_letters.removed = []  # as the engine does once it keeps a journal
     return board
 
 
 class Journaled:
     def __init__(self, **config: Any) -> None:
         self.board = new_board(**config)
-        self.recorder = Recorder()
+        self.recorder = Recorder(BoardView(self.board))
         self.entries: list[Entry] = []
 
     def record(self) -> None:
-        self.entries += self.recorder.entries(self.board.take_changes(), self.board)
+        effects = self.board.take()
+        self.entries += self.recorder.entries(effects.changes, effects.dead_gone)
 
     def fail(self, *task_ids: str, at: float = NOW) -> None:
         specs = [TaskSpec(name="echo", id=t, args=[{"id": t}], headers={"h": t}) for t in task_ids]
@@ -86,8 +87,11 @@ def test_replay_brings_dead_letters_back_with_their_arguments_and_headers() -> N
 def test_a_retried_or_purged_dead_letter_stays_gone_after_replay() -> None:
     j = Journaled()
     j.fail("a", "b", "c")
-    retried = dead_letter_ops.retry(j.board, FailedFilter(task_ids=["a"]), False, NOW)
-    dead_letter_ops.purge(j.board, FailedFilter(task_ids=["b"]), False, NOW)
+    retried, effects = dead_letter_ops.retry(
+        j.board, FailedFilter(task_ids=["a"]), False, NOW, record=True
+    )
+    j.board.kept.add(effects)
+    j.board.kept.add(dead_letter_ops.purge(j.board, FailedFilter(task_ids=["b"]), False, NOW)[1])
     j.record()
 
     board = replayed(j.entries, NOW + 1)
@@ -102,7 +106,7 @@ def test_a_retried_or_purged_dead_letter_stays_gone_after_replay() -> None:
 def test_a_compacted_journal_holds_the_same_dead_letters() -> None:
     j = Journaled()
     j.fail("a", "b", "c")
-    dead_letter_ops.purge(j.board, FailedFilter(task_ids=["b"]), False, NOW)
+    j.board.kept.add(dead_letter_ops.purge(j.board, FailedFilter(task_ids=["b"]), False, NOW)[1])
 
     board = replayed(snapshot(j.board, NOW), NOW + 1)
 
@@ -158,7 +162,7 @@ def test_a_large_purge_is_written_in_several_entries(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(entries, "GONE_PER_ENTRY", 2)
     j = Journaled()
     j.fail("a", "b", "c", "d", "e")
-    dead_letter_ops.purge(j.board, FailedFilter(), True, NOW)
+    j.board.kept.add(dead_letter_ops.purge(j.board, FailedFilter(), True, NOW)[1])
     j.record()
 
     gone = [e.task_ids for e in j.entries if isinstance(e, DeadGone)]

@@ -48,7 +48,7 @@ async def test_a_task_the_journal_cannot_encode_does_not_take_its_batch_down(
     assert poisoned is not None
     poisoned.args = [nested(100_000)]
     # When the batch is published and acknowledged, then nothing raises
-    await engine.durable()
+    await engine.outbox.durable()
     await journal.close()
     # And the two other tasks are in the journal
     assert replayed_ids(tmp_path) == ["a", "c"]

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from recording_board import RecordingBoard
+
 from fastworker_control_plane.core.board import BoardConfig, TaskBoard
+from fastworker_control_plane.core.board_view import BoardView
 from fastworker_control_plane.durability.entries import Recorder, Recovered, snapshot
 from fastworker_control_plane.durability.schema import Entry
 from fastworker_protocol import (
@@ -26,10 +29,9 @@ ADD = TaskSignature(
 TICK = TaskSignature(name="tick", repeat_interval=60.0)
 
 
-def new_board(**config: Any) -> TaskBoard:
-    board = TaskBoard(BoardConfig(**config))
+def new_board(**config: Any) -> RecordingBoard:
+    board = RecordingBoard(BoardConfig(**config))
     board.learn_tasks([ADD])
-    board.record_changes = True
     return board
 
 
@@ -42,11 +44,11 @@ class Journaled:
 
     def __init__(self, **config: Any) -> None:
         self.board = new_board(**config)
-        self.recorder = Recorder()
+        self.recorder = Recorder(BoardView(self.board))
         self.entries: list[Entry] = []
 
     def record(self) -> None:
-        self.entries += self.recorder.entries(self.board.take_changes(), self.board)
+        self.entries += self.recorder.entries(self.board.take().changes)
 
     def replayed(self, now: float, **config: Any) -> tuple[TaskBoard, int]:
         recovered = Recovered()
@@ -63,7 +65,7 @@ def test_every_task_comes_back_in_its_state() -> None:
     j.board.submit([spec(name) for name in names], Priority.NORMAL, NOW)
     j.board.submit([spec("later", eta=NOW + 600)], Priority.HIGH, NOW)
     j.board.register("w", "w", 3, [ADD], NOW)
-    assert len(j.board.dispatch(["w"])["w"]) == 3  # all but "waiting"
+    assert len(j.board.dispatch(["w"])[0]["w"]) == 3  # all but "waiting"
     j.board.report("w", ["running"], [Outcome(task_id="finished", ok=True, result=3)], NOW)
     j.record()
     # When the journal is replayed onto a new board
@@ -96,8 +98,8 @@ def test_a_delayed_task_is_released_on_time_after_the_replay() -> None:
     j.board.submit([spec("later", eta=NOW + 60)], Priority.NORMAL, NOW)
     j.record()
     board, _ = j.replayed(NOW + 1)
-    assert board.release_due(NOW + 59) == 0
-    assert board.release_due(NOW + 60) == 1
+    assert board.release_due(NOW + 59).queued == 0
+    assert board.release_due(NOW + 60).queued == 1
 
 
 def test_a_retrying_task_is_queued_again_with_its_retries_counted() -> None:
@@ -142,10 +144,12 @@ def test_results_past_their_ttl_are_not_restored() -> None:
 
 def test_an_idempotency_key_still_names_its_task_after_the_replay() -> None:
     j = Journaled()
-    [first] = j.board.submit([spec("", idempotency_key="order-7")], Priority.NORMAL, NOW)
+    [first] = j.board.submit([spec("", idempotency_key="order-7")], Priority.NORMAL, NOW)[0]
     j.record()
     board, _ = j.replayed(NOW + 1)
-    assert board.submit([spec("", idempotency_key="order-7")], Priority.NORMAL, NOW + 1) == [first]
+    assert board.submit([spec("", idempotency_key="order-7")], Priority.NORMAL, NOW + 1)[0] == [
+        first
+    ]
     assert len(board) == 1
 
 
@@ -196,17 +200,17 @@ def test_queue_order_survives_a_restart_redelivered_and_held_tasks_included() ->
     j = Journaled()
     j.board.register("w", "w", 2, [ADD], NOW)
     j.board.submit([spec(task_id) for task_id in ("a", "b", "q0", "q1")], Priority.NORMAL, NOW)
-    assert [t.id for t in j.board.dispatch(["w"])["w"]] == ["a", "b"]
+    assert [t.id for t in j.board.dispatch(["w"])[0]["w"]] == ["a", "b"]
     j.board.remove_worker("w", NOW + 1)
     j.board.register("w2", "w2", 1, [ADD], NOW + 1)
-    assert [t.id for t in j.board.dispatch(["w2"])["w2"]] == ["a"]
+    assert [t.id for t in j.board.dispatch(["w2"])[0]["w2"]] == ["a"]
     j.record()
 
     # When the journal is replayed and one worker takes the queue a task at a time
     board, _ = j.replayed(NOW + 5)
     board.register("w", "w", 1, [ADD], NOW + 5)
     order: list[str] = []
-    while assigned := board.dispatch(["w"]).get("w", []):
+    while assigned := board.dispatch(["w"])[0].get("w", []):
         order.append(assigned[0].id)
         board.report("w", [], [Outcome(task_id=order[-1], ok=True)], NOW + 5)
 

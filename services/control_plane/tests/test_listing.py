@@ -119,7 +119,7 @@ def test_a_board_with_large_results_still_lists_them_in_one_message(
     big = max_message_size * 6 // 10  # two of them do not fit one message
     for i in range(5):
         board.submit([TaskSpec(name="text_of", id=f"t{i}", args=[big])], Priority.NORMAL, NOW)
-        assert board.dispatch(["w"])
+        assert board.dispatch(["w"])[0]
         board.report("w", [], [Outcome(task_id=f"t{i}", ok=True, result="x" * big)], NOW + i)
 
     # When they are listed

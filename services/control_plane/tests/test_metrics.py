@@ -13,6 +13,7 @@ from view_world import ADD, NOW, FakeClock, make_engine
 
 from fastworker import __version__
 from fastworker_control_plane.core.board import BoardConfig
+from fastworker_control_plane.core.effects import Effects
 from fastworker_control_plane.engine import Engine
 from fastworker_control_plane.metrics import ControlPlaneCollector, control_plane_registry
 from fastworker_protocol import (
@@ -73,14 +74,15 @@ def buckets(family: Metric, **labels: str) -> dict[str, float]:
 
 def submit(
     engine: Engine, *task_ids: str, name: str = "add", priority: Priority = Priority.NORMAL
-) -> None:
+) -> Effects:
+    """Submit on the board; the effects with their transitions, to publish."""
     args = [1] if name == "add" else []
     specs = [TaskSpec(name=name, id=t, args=args) for t in task_ids]
-    engine.board.submit(specs, priority, engine.clock())
+    return engine.board.submit(specs, priority, engine.clock(), record=True)[1]
 
 
 def dispatched(engine: Engine, worker_id: str = "w1") -> list[str]:
-    return [a.id for a in engine.board.dispatch([worker_id]).get(worker_id, [])]
+    return [a.id for a in engine.board.dispatch([worker_id])[0].get(worker_id, [])]
 
 
 def report(engine: Engine, *outcomes: Outcome, started: tuple[str, ...] = ()) -> None:
@@ -115,7 +117,7 @@ def run_a_workload(engine: Engine) -> None:
         failure("id-flaky-0003"),
     )
     clock.now = NOW + 4
-    assert engine.board.release_due(clock.now) == 1
+    assert engine.board.release_due(clock.now).queued == 1
     dispatched(engine)
     clock.now = NOW + 5
     report(engine, Outcome(task_id="id-flaky-0003", ok=True))
@@ -335,9 +337,8 @@ def test_the_result_cache_bytes_gauge_follows_what_is_kept_and_evicted() -> None
 
 def test_published_and_dropped_events_are_counters(engine: Engine) -> None:
     engine.events.subscribe(backlog=1)
-    engine.board.record_changes = True
-    submit(engine, "a", "b", "c")
-    engine.events.publish(engine.board.take_changes(), NOW)
+    effects = submit(engine, "a", "b", "c")
+    engine.events.publish(effects.changes, NOW)
 
     families = scrape_engine(engine)
 
@@ -406,9 +407,8 @@ def test_the_collector_reads_the_board_at_every_scrape(engine: Engine) -> None:
 
 def test_what_is_kept_is_given_in_bytes_beside_its_ceiling(engine: Engine) -> None:
     engine.events.subscribe(backlog=10)
-    engine.board.record_changes = True
-    submit(engine, "a", "b")
-    engine.events.publish(engine.board.take_changes(), NOW)
+    effects = submit(engine, "a", "b")
+    engine.events.publish(effects.changes, NOW)
 
     families = scrape_engine(engine)
     in_use = values(families["fastworker_kept_bytes"])

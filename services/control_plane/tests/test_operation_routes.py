@@ -340,7 +340,7 @@ async def test_the_stream_sends_the_actions_taken_after_it_connected(
     engine: Engine, http: TestClient[Any, Any]
 ) -> None:
     submit(engine, add("q1"), add("q2"))
-    engine.acted("queue.pause", "before", "client")  # before the stream: not sent
+    engine.operations.acted("queue.pause", "before", "client")  # before the stream: not sent
     async with asyncio.timeout(10), http.get("/api/events", headers=AUTH) as response:
         stream = events(response)
         async for kind, _ in stream:
@@ -348,7 +348,7 @@ async def test_the_stream_sends_the_actions_taken_after_it_connected(
                 break
 
         await http.post("/api/tasks/q1/cancel", headers=ACT)
-        engine.acted("failed.retry", "", "client", count=3)
+        engine.operations.acted("failed.retry", "", "client", count=3)
         sent: list[Any] = []
         async for kind, data in stream:
             if kind == "actions":
@@ -368,7 +368,7 @@ async def test_get_actions_lists_the_newest_actions_oldest_first(
     engine: Engine, http: TestClient[Any, Any]
 ) -> None:
     for queue in ("a", "b", "c"):
-        engine.acted("queue.pause", queue, "client")
+        engine.operations.acted("queue.pause", queue, "client")
 
     everything = await json_of(await http.get("/api/actions", headers=AUTH))
     newest = await json_of(await http.get("/api/actions?limit=2", headers=AUTH))

@@ -84,12 +84,12 @@ def board_with(signature: TaskSignature) -> TaskBoard:
 
 def test_each_tick_queues_one_run_and_a_tick_during_a_run_is_skipped() -> None:
     board = board_with(TaskSignature(name="p", repeat_interval=10))
-    assert board.release_due(NOW + 9) == 0
-    assert board.release_due(NOW + 10) == 1
-    [run] = board.dispatch(["w"])["w"]
-    assert board.release_due(NOW + 20) == 0  # still running: skipped, not stacked
+    assert board.release_due(NOW + 9).queued == 0
+    assert board.release_due(NOW + 10).queued == 1
+    [run] = board.dispatch(["w"])[0]["w"]
+    assert board.release_due(NOW + 20).queued == 0  # still running: skipped, not stacked
     board.report("w", [], [Outcome(task_id=run.id, ok=True)], NOW + 25)
-    assert board.release_due(NOW + 30) == 1
+    assert board.release_due(NOW + 30).queued == 1
     [info] = board.schedules.infos()
     assert (info.times_run, info.skipped, info.running, info.next_run) == (2, 1, True, NOW + 40)
     result = board.get(run.id, NOW + 30)
@@ -100,8 +100,8 @@ def test_each_tick_queues_one_run_and_a_tick_during_a_run_is_skipped() -> None:
 def test_a_second_registration_does_not_restart_the_schedule() -> None:
     board = board_with(TaskSignature(name="p", repeat_interval=10))
     board.register("w2", "w2", 4, [TaskSignature(name="p", repeat_interval=10)], NOW + 5)
-    assert board.release_due(NOW + 10) == 1
-    assert board.release_due(NOW + 15) == 0
+    assert board.release_due(NOW + 10).queued == 1
+    assert board.release_due(NOW + 15).queued == 0
 
 
 def test_a_periodic_task_that_needs_arguments_is_refused() -> None:

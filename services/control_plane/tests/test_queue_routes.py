@@ -18,6 +18,7 @@ from view_world import ADD, NOW, FakeClock
 
 from fastworker_common.web import WebServer
 from fastworker_control_plane.core.board import TaskBoard
+from fastworker_control_plane.core.entropy import counting
 from fastworker_control_plane.core.limits import Scope
 from fastworker_control_plane.core.queue_controls import set_limit
 from fastworker_control_plane.core.rejected import Rejected
@@ -123,9 +124,14 @@ def test_a_queue_name_is_checked_against_the_protocols_rule() -> None:
 
 @pytest.fixture
 async def engine() -> AsyncIterator[Engine]:
-    board = TaskBoard(uniform=lambda low, high: high)
+    board = TaskBoard()
     board.register("w1", "host-w1", 4, [ADD], NOW)
-    engine = Engine(board, heartbeat_timeout=10.0, clock=FakeClock())
+    engine = Engine(
+        board,
+        heartbeat_timeout=10.0,
+        clock=FakeClock(),
+        entropy=counting(lambda low, high: high),
+    )
     yield engine
     engine.close()
     for _ in range(3):  # let a dispatch a route kicked run before the loop closes
@@ -318,7 +324,7 @@ async def test_a_journal_that_cannot_be_written_is_an_internal_error(
     async def broken() -> None:
         raise Rejected(ErrorCode.INTERNAL, "journal cannot be written (in memory only)")
 
-    monkeypatch.setattr(engine, "durable", broken)
+    monkeypatch.setattr(engine.outbox, "durable", broken)
 
     response = await http.post("/api/queues/reports/pause", headers={**AUTH, **ACT})
 

@@ -40,7 +40,7 @@ class Leader:
 
     async def settled(self) -> None:
         """Everything published is durable, and a compaction it started is done."""
-        await self.engine.durable()
+        await self.engine.outbox.durable()
         await self.journal.flushed()
 
 

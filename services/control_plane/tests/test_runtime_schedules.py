@@ -155,9 +155,9 @@ def test_the_number_of_run_time_schedules_is_bounded(monkeypatch: pytest.MonkeyP
 def test_each_tick_queues_one_run_with_the_arguments_priority_and_queue() -> None:
     board = board_with()
     runtime_schedules.add(board, weekly(priority=Priority.HIGH), NOW)
-    assert board.release_due(NOW + 59) == 0
-    assert board.release_due(NOW + 60) == 1
-    [run] = board.dispatch(["w"])["w"]
+    assert board.release_due(NOW + 59).queued == 0
+    assert board.release_due(NOW + 60).queued == 1
+    [run] = board.dispatch(["w"])[0]["w"]
     assert (run.id, run.name, run.args, run.kwargs) == (
         f"acme-weekly@{NOW + 60:.3f}",
         "report",
@@ -172,8 +172,8 @@ def test_each_tick_queues_one_run_with_the_arguments_priority_and_queue() -> Non
 def test_a_tick_while_the_last_run_is_live_is_skipped_not_stacked() -> None:
     board = board_with()
     runtime_schedules.add(board, weekly(queue="urgent"), NOW)
-    assert board.release_due(NOW + 60) == 1
-    assert board.release_due(NOW + 120) == 0  # the first run is still queued
+    assert board.release_due(NOW + 60).queued == 1
+    assert board.release_due(NOW + 120).queued == 0  # the first run is still queued
     [info] = [i for i in board.schedules.infos() if i.name == "acme-weekly"]
     assert (info.times_run, info.skipped, info.running) == (1, 1, True)
     [run] = [r for r in board.list_tasks(None, 10, NOW) if r.name == "report"]
@@ -182,7 +182,7 @@ def test_a_tick_while_the_last_run_is_live_is_skipped_not_stacked() -> None:
 
 def test_a_declared_periodic_task_runs_at_the_priority_it_declares() -> None:
     board = board_with(TaskSignature(name="tick", repeat_interval=10.0, priority=Priority.HIGH))
-    assert board.release_due(NOW + 10) == 1
+    assert board.release_due(NOW + 10).queued == 1
     [run] = board.list_tasks(None, 10, NOW + 10)
     assert (run.name, run.priority) == ("tick", Priority.HIGH)
 
@@ -205,8 +205,8 @@ def test_a_changed_definition_replaces_the_schedule_and_its_old_tick_never_fires
     info, created = runtime_schedules.add(board, weekly(interval=100.0, args=["bob"]), NOW + 10)
     assert not created
     assert (info.times_run, info.next_run, info.args) == (0, NOW + 110, ["bob"])
-    assert board.release_due(NOW + 60) == 0  # the replaced schedule's tick
-    assert board.release_due(NOW + 110) == 1
+    assert board.release_due(NOW + 60).queued == 0  # the replaced schedule's tick
+    assert board.release_due(NOW + 110).queued == 1
     [run] = [r for r in board.list_tasks(None, 10, NOW) if r.name == "report"]
     assert run.task_id == f"acme-weekly@{NOW + 110:.3f}"
 
@@ -215,7 +215,7 @@ def test_a_removed_schedule_stops_ticking() -> None:
     board = board_with()
     runtime_schedules.add(board, weekly(), NOW)
     assert runtime_schedules.remove(board, "acme-weekly")
-    assert board.release_due(NOW + 600) == 0
+    assert board.release_due(NOW + 600).queued == 0
     assert board.schedules.infos() == []
 
 
@@ -239,7 +239,7 @@ def test_a_later_declaration_takes_its_name_back_from_a_run_time_schedule() -> N
     [info] = [i for i in board.schedules.infos() if i.name == "nightly"]
     assert (info.source, info.task, info.next_run) == ("declared", "nightly", NOW + 6)
     assert "nightly" not in board.schedules.defined
-    assert board.release_due(NOW + 60) == 1  # the declared one's tick only
+    assert board.release_due(NOW + 60).queued == 1  # the declared one's tick only
     [run] = [r for r in board.list_tasks(None, 10, NOW + 60) if r.name != "report"]
     assert run.name == "nightly"
 
@@ -248,9 +248,9 @@ def test_a_finished_run_lets_the_next_tick_run() -> None:
     board = board_with()
     runtime_schedules.add(board, weekly(), NOW)
     board.release_due(NOW + 60)
-    [run] = board.dispatch(["w"])["w"]
+    [run] = board.dispatch(["w"])[0]["w"]
     board.report("w", [], [Outcome(task_id=run.id, ok=True)], NOW + 61)
-    assert board.release_due(NOW + 120) == 1
+    assert board.release_due(NOW + 120).queued == 1
     result = board.get(run.id, NOW + 120)
     assert result is not None
     assert result.status == TaskState.SUCCESS

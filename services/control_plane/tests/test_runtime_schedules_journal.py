@@ -5,9 +5,11 @@ replaced. Pure: entries recorded from one board, replayed onto another."""
 from __future__ import annotations
 
 import msgspec
+from recording_board import RecordingBoard
 
 from fastworker_control_plane.core import runtime_schedules
 from fastworker_control_plane.core.board import TaskBoard
+from fastworker_control_plane.core.board_view import BoardView
 from fastworker_control_plane.durability.entries import Recorder, Recovered, snapshot
 from fastworker_control_plane.durability.schema import (
     Entry,
@@ -35,14 +37,13 @@ class Journaled:
     """A board whose changes are recorded as the engine records them."""
 
     def __init__(self) -> None:
-        self.board = TaskBoard()
+        self.board = RecordingBoard()
         self.board.learn_tasks([REPORT])
-        self.board.record_changes = True
-        self.recorder = Recorder()
+        self.recorder = Recorder(BoardView(self.board))
         self.entries: list[Entry] = []
 
     def record(self) -> list[Entry]:
-        new = self.recorder.entries(self.board.take_changes(), self.board)
+        new = self.recorder.entries(self.board.take().changes)
         self.entries += new
         return new
 
@@ -96,7 +97,7 @@ def test_a_restored_schedule_keeps_ticking_with_new_run_ids() -> None:
     [first] = board.list_tasks(None, 10, NOW + 70)
     board.cancel(first.task_id, NOW + 70)  # the first run is over
 
-    assert board.release_due(NOW + 120) == 1
+    assert board.release_due(NOW + 120).queued == 1
 
     ids = sorted(r.task_id for r in board.list_tasks(None, 10, NOW + 120))
     assert ids == [f"acme@{NOW + 60:.3f}", f"acme@{NOW + 120:.3f}"]
@@ -115,7 +116,7 @@ def test_a_removed_schedule_stays_removed_after_a_restart() -> None:
     board = j.replayed(NOW + 70)
 
     assert board.schedules.infos() == []
-    assert board.release_due(NOW + 600) == 0
+    assert board.release_due(NOW + 600).queued == 0
 
 
 def test_a_replaced_schedule_comes_back_as_replaced_with_fresh_progress() -> None:
@@ -198,7 +199,7 @@ def test_a_journal_of_only_older_entries_replays_without_run_time_schedules() ->
     board = j.replayed(NOW + 61)
 
     assert board.schedules.defined == {}
-    assert list(board.saved_periodics) == ["tick"]
+    assert list(board.schedules.saved) == ["tick"]
 
 
 def test_schedule_entries_are_tagged_maps_with_field_names() -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from fastworker_common.histogram import Histogram
 from fastworker_control_plane.core.board import BoardConfig, TaskBoard
+from fastworker_control_plane.core.entropy import counting
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.core.stats import THROUGHPUT_SPAN, Tally, TaskStats, Throughput
 from fastworker_protocol import (
@@ -247,7 +248,7 @@ def test_the_totals_of_new_stats_are_all_zero() -> None:
 
 
 def board_with(*workers: str, max_redeliveries: int = 3) -> TaskBoard:
-    board = TaskBoard(BoardConfig(max_redeliveries=max_redeliveries), uniform=ceiling)
+    board = TaskBoard(BoardConfig(max_redeliveries=max_redeliveries), entropy=counting(ceiling))
     for worker_id in workers:
         board.register(worker_id, f"host-{worker_id}", 4, [ADD, FLAKY], NOW)
     return board
@@ -269,7 +270,7 @@ def submit(
 
 
 def dispatched(board: TaskBoard, worker_id: str = "w1") -> list[str]:
-    return [a.id for a in board.dispatch([worker_id]).get(worker_id, [])]
+    return [a.id for a in board.dispatch([worker_id])[0].get(worker_id, [])]
 
 
 def failure(task_id: str, started: float | None = None, finished: float | None = None) -> Outcome:
@@ -446,11 +447,11 @@ def test_a_retried_then_successful_task_counts_one_success_two_retries_and_three
     dispatched(board)
     board.report("w1", ["r"], [], NOW + 1)  # waited 1 s
     board.report("w1", [], [failure("r", NOW + 1, NOW + 1.5)], NOW + 2)
-    assert board.release_due(NOW + 3) == 1  # first backoff: 1 s
+    assert board.release_due(NOW + 3).queued == 1  # first backoff: 1 s
     dispatched(board)
     board.report("w1", ["r"], [], NOW + 5)  # waited 2 s since it was queued again
     board.report("w1", [], [failure("r", NOW + 5, NOW + 5.25)], NOW + 6)
-    assert board.release_due(NOW + 8) == 1  # second backoff: 2 s
+    assert board.release_due(NOW + 8).queued == 1  # second backoff: 2 s
     dispatched(board)
 
     success = Outcome(task_id="r", ok=True, started_at=NOW + 8.5, finished_at=NOW + 9.5)
@@ -476,7 +477,7 @@ def test_a_task_failing_after_its_retries_counts_its_retries_and_one_failure() -
         dispatched(board)
         board.report("w1", [], [failure("r")], attempt_at)
         if due is not None:
-            assert board.release_due(due) == 1
+            assert board.release_due(due).queued == 1
 
     assert (count(board, Tally.RETRIED, "flaky"), count(board, Tally.FAILED, "flaky")) == (2, 1)
     assert count(board, Tally.STARTED, "flaky") == 3
@@ -564,7 +565,7 @@ def test_a_task_lost_too_often_is_counted_as_failed() -> None:
 def test_a_delayed_task_waits_in_the_queue_from_when_it_became_due() -> None:
     board = board_with("w1")
     board.submit([TaskSpec(name="add", id="d", args=[1], eta=NOW + 10)], Priority.NORMAL, NOW)
-    assert board.release_due(NOW + 12) == 1
+    assert board.release_due(NOW + 12).queued == 1
     dispatched(board)
 
     board.report("w1", ["d"], [], NOW + 13)

@@ -113,9 +113,8 @@ def test_the_overview_counts_queues_scheduled_in_flight_totals_and_the_cache() -
 
 def test_the_overview_reports_the_event_bus_counters(engine: Engine) -> None:
     engine.events.subscribe(backlog=1)
-    engine.board.record_changes = True
-    submit(engine, add("a"), add("b"))
-    engine.events.publish(engine.board.take_changes(), NOW)
+    effects = submit(engine, add("a"), add("b"))
+    engine.events.publish(effects.changes, NOW)
 
     assert views.overview(engine, ME)["events"] == {"published": 2, "dropped": 1}
 
@@ -402,7 +401,7 @@ def test_registered_lists_the_signatures_sorted_by_name_as_plain_data() -> None:
 
 def test_schedules_lists_each_periodic_task_with_its_runs(engine: Engine) -> None:
     engine.board.register("w1", "host-w1", 4, [ADD, TICK], NOW)
-    assert engine.board.release_due(NOW + 5) == 1
+    assert engine.board.release_due(NOW + 5).queued == 1
 
     document = views.schedules(engine, NOW + 5)
 

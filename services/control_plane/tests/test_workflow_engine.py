@@ -247,14 +247,14 @@ async def test_a_journal_replayed_mid_chord_releases_the_callback_exactly_once(
     first, journal = await durable_engine(tmp_path)
     worker = Worker(first, concurrency=10)
     first.workflows.submit(SubmitWorkflow(workflow_id="j", steps=chord(100)))
-    await first.durable()
+    await first.outbox.durable()
 
     def half() -> bool:
         return sum(worker.results.get(f"j.{i}") is not None for i in range(100)) >= 50
 
     await worker.drain(until=half)
     ran = len(worker.results)
-    await first.durable()
+    await first.outbox.durable()
     await journal.close()
     # When a new engine replays the journal and a subworker runs what is left
     second, journal = await durable_engine(tmp_path)
@@ -265,7 +265,7 @@ async def test_a_journal_replayed_mid_chord_releases_the_callback_exactly_once(
     assert again.runs["j.100"] + worker.runs["j.100"] == 1
     assert again.results["j.100"] == list(range(100))
     assert state(second, "j").state == WorkflowState.SUCCESS
-    await second.durable()
+    await second.outbox.durable()
     await journal.close()
     # And a third start finds it final, releasing nothing
     third, journal = await durable_engine(tmp_path)
@@ -282,7 +282,7 @@ async def test_a_compacted_journal_keeps_running_workflows_and_their_kept_result
     worker = Worker(first, concurrency=5)
     first.workflows.submit(SubmitWorkflow(workflow_id="s", steps=chord(20)))
     await worker.drain(until=lambda: len(worker.results) >= 10)
-    await first.durable()
+    await first.outbox.durable()
     journal.rewrite([*snapshot(first.board, NOW), *first.workflows.book.snapshot()])
     await journal.close()
     # When a new engine starts from it and runs the rest
@@ -377,7 +377,7 @@ async def test_the_control_plane_restores_workflows_from_its_state_dir(tmp_path:
     worker = Worker(first, concurrency=4)
     first.workflows.submit(SubmitWorkflow(workflow_id="cp", steps=chord(12)))
     await worker.drain(until=lambda: len(worker.results) >= 6)
-    await first.durable()
+    await first.outbox.durable()
     await journal.close()
     # When a control plane starts on that state dir (its recovery alone: no sockets)
     config = ControlPlaneConfig(state_dir=str(tmp_path), http_port=0, local_concurrency=0)

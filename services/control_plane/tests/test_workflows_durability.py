@@ -35,30 +35,30 @@ def image(book: WorkflowBook) -> bytes:
 
 class Crashable(Run):
     def __init__(self, **bounds: Any) -> None:
-        super().__init__(WorkflowBook(record_changes=True, **bounds))
+        super().__init__(WorkflowBook(**bounds))
         self.bounds = bounds
         self.journal: list[WorkflowRecord] = []
 
     def act(self, actions: Actions) -> None:
         """As the engine will: the board ignores a task id it holds, and a final result it
-        holds for one is passed back to the book, as if the task had just ended."""
-        self.journal += self.book.changes()
+        holds for one is passed back to the book, as if the task had just ended. The
+        decision's records are journaled first, those of the decisions it leads to after."""
+        self.journal += actions.records
         again = [self.results[s.id] for s, _ in actions.release if s.id in self.results]
         again += [self.results[task_id] for task_id in actions.cancel if task_id in self.results]
         held = self.queued.keys() | self.results.keys()
         fresh = [(s, p) for s, p in actions.release if s.id not in held]
         super().act(Actions(fresh, actions.cancel, actions.ended))
-        self.journal += self.book.changes()
         for final in again:
             self.act(self.book.finished(final, self.now))
 
     def compact(self) -> None:
-        """Replace the journal with a snapshot (changes not yet taken are in it)."""
+        """Replace the journal with a snapshot."""
         self.journal = self.book.snapshot()
 
     def restart(self, now: float = NOW, records: list[WorkflowRecord] | None = None) -> Actions:
         """A new book from the journal, its outstanding actions done."""
-        self.book = WorkflowBook(record_changes=True, **self.bounds)
+        self.book = WorkflowBook(**self.bounds)
         outstanding = self.book.restore(through_msgpack(records or self.journal), now)
         self.now = now
         self.act(outstanding)
@@ -192,9 +192,8 @@ def test_open_links_are_queued_again_and_ended_ones_are_not() -> None:
 def test_steps_of_a_cancelled_workflow_are_cancelled_again_on_restore() -> None:
     run = Crashable()
     wf = run.submit([step("a"), step("b")])
-    journal = [*run.journal, *run.book.changes()]
-    run.book.cancel(wf, NOW)  # the board never heard of it
-    journal += run.book.changes()
+    journal = list(run.journal)
+    journal += run.book.cancel(wf, NOW).records  # the board never heard of it
 
     outstanding = run.restart(records=journal)
     assert sorted(outstanding.cancel) == [f"{wf}.0", f"{wf}.1"]
@@ -242,16 +241,10 @@ def test_restore_needs_an_empty_book() -> None:
         book.restore([], NOW)
 
 
-def test_a_book_records_nothing_unless_asked() -> None:
+def test_a_decision_returns_its_own_records_and_no_other() -> None:
     book = WorkflowBook()
-    book.accept(SubmitWorkflow(steps=[step()]), NOW)
+    accepted = book.accept(SubmitWorkflow(steps=[step()], workflow_id="w"), NOW)
 
-    assert book.changes() == []
-
-
-def test_changes_are_handed_over_once() -> None:
-    book = WorkflowBook(record_changes=True)
-    book.accept(SubmitWorkflow(steps=[step()], workflow_id="w"), NOW)
-
-    assert [type(r) for r in book.changes()] == [WorkflowDefined]
-    assert book.changes() == []
+    assert [type(r) for r in accepted.records] == [WorkflowDefined]
+    again = book.accept(SubmitWorkflow(steps=[step()], workflow_id="w"), NOW)
+    assert again.records == []  # known already: nothing new to journal

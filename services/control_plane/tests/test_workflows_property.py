@@ -89,7 +89,7 @@ class Checked(Crashable):
         before = image(self.book)
         if compact:
             self.compact()
-        restored = WorkflowBook(record_changes=True)
+        restored = WorkflowBook()
         outstanding = restored.restore(through_msgpack(self.journal), self.now)
         assert image(restored) == before
         self.book, self.restoring = restored, True

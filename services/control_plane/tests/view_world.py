@@ -3,11 +3,16 @@ helpers to submit and dispatch on it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import msgspec
 
 from fastworker_control_plane.core.board import BoardConfig, TaskBoard
+from fastworker_control_plane.core.effects import Effects
+from fastworker_control_plane.core.entropy import counting
 from fastworker_control_plane.dashboard import views
 from fastworker_control_plane.engine import Engine
+from fastworker_control_plane.world import LoopClock, Timer
 from fastworker_protocol import Param, Priority, TaskSignature, TaskSpec
 
 NOW = 1000.0
@@ -23,19 +28,24 @@ class FakeClock:
     def __call__(self) -> float:
         return self.now
 
+    def call_at(self, when: float, callback: Callable[[], None]) -> Timer:
+        """A wake-up from the running loop, as far ahead as ``when`` is of ``now``."""
+        return LoopClock(self).call_at(when, callback)
+
 
 def ceiling(low: float, high: float) -> float:
     return high
 
 
 def make_engine(config: BoardConfig | None = None) -> Engine:
-    board = TaskBoard(config, uniform=ceiling)
+    board = TaskBoard(config)
     board.register("w1", "host-w1", 4, [ADD, FLAKY], NOW)
-    return Engine(board, heartbeat_timeout=10.0, clock=FakeClock())
+    return Engine(board, heartbeat_timeout=10.0, clock=FakeClock(), entropy=counting(ceiling))
 
 
-def submit(engine: Engine, *specs: TaskSpec, priority: Priority = Priority.NORMAL) -> None:
-    engine.board.submit(list(specs), priority, NOW)
+def submit(engine: Engine, *specs: TaskSpec, priority: Priority = Priority.NORMAL) -> Effects:
+    """Submit on the board; the effects with their transitions, to publish."""
+    return engine.board.submit(list(specs), priority, NOW, record=True)[1]
 
 
 def add(task_id: str, eta: float | None = None) -> TaskSpec:
@@ -43,7 +53,7 @@ def add(task_id: str, eta: float | None = None) -> TaskSpec:
 
 
 def dispatched(engine: Engine, worker_id: str = "w1") -> list[str]:
-    return [a.id for a in engine.board.dispatch([worker_id]).get(worker_id, [])]
+    return [a.id for a in engine.board.dispatch([worker_id])[0].get(worker_id, [])]
 
 
 def is_json(document: object) -> bool:

@@ -65,7 +65,7 @@ class Run:
 
     def submit(self, steps: list[WorkflowStep], **options: Any) -> str:
         accepted = self.book.accept(SubmitWorkflow(steps=steps, **options), self.now)
-        self.act(Actions(release=accepted.release))
+        self.act(Actions(release=accepted.release, records=accepted.records))
         return accepted.workflow_id
 
     def act(self, actions: Actions) -> None:

@@ -1,8 +1,10 @@
 """The control plane's engine: the task board plus the asyncio glue around it.
 
-It owns the held requests (clients waiting for results, subworkers waiting for work),
-reads the clock, and runs dispatch once per event-loop turn however many submissions
-and reports arrived in it, so work moves in batches under load.
+It acts on what the board decides (the ``Effects`` each operation returns: results to
+tell, workers to stop, transitions to publish and journal), holds the requests that wait
+(clients for results, subworkers for work: ``held_fetches``), drives every timer from
+one injected clock (``world``), and runs dispatch once per event-loop turn however many
+submissions and reports arrived in it, so work moves in batches under load.
 """
 
 from __future__ import annotations
@@ -10,26 +12,29 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
 
 import structlog
 
-from fastworker_control_plane.action_log import Action, ActionLog
-from fastworker_control_plane.core import dead_letter_ops, queue_controls, runtime_schedules
+from fastworker_control_plane import world
+from fastworker_control_plane.action_log import ActionLog
+from fastworker_control_plane.core import queue_controls
 from fastworker_control_plane.core.board import TaskBoard
-from fastworker_control_plane.core.limits import Scope
+from fastworker_control_plane.core.board_view import BoardView
+from fastworker_control_plane.core.effects import Effects
+from fastworker_control_plane.core.entropy import Entropy
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.core.workers import Delivery
 from fastworker_control_plane.core.workflows import WorkflowBook
-from fastworker_control_plane.durability.entries import Recorder
-from fastworker_control_plane.durability.errors import NotLeading
-from fastworker_control_plane.durability.journal import Journal, JournalError
+from fastworker_control_plane.durability.journal import Journal
 from fastworker_control_plane.events import (
     DEFAULT_BACKLOG,
     DEFAULT_MAX_SUBSCRIPTIONS,
     EventBus,
     Subscription,
 )
+from fastworker_control_plane.held_fetches import HeldFetches
+from fastworker_control_plane.operations import Operations
+from fastworker_control_plane.outbox import Outbox, Replication
 from fastworker_control_plane.tracing import DispatchTracer
 from fastworker_control_plane.waiters import (
     DEFAULT_MAX_HELD_WAITS,
@@ -37,19 +42,12 @@ from fastworker_control_plane.waiters import (
     WaitBudget,
 )
 from fastworker_control_plane.workflow_runner import WorkflowRunner
+from fastworker_control_plane.world import Alarm, clock_of, system_entropy
 from fastworker_protocol import (
-    MAX_FAILED_LISTED,
     Assign,
     ErrorCode,
-    FailedFilter,
-    FailedList,
-    FailedPurged,
-    FailedRetried,
     Outcome,
     Priority,
-    ScheduleAdded,
-    ScheduleRemoved,
-    ScheduleSpec,
     TaskResult,
     TaskSignature,
     TaskSpec,
@@ -57,21 +55,8 @@ from fastworker_protocol import (
 
 log = structlog.get_logger(__name__)
 
-Clock = Callable[[], float]
-
-
-class Replication(Protocol):
-    """What a replicated leader adds to acknowledgements (``ha.leader``)."""
-
-    def after(self, flushed: asyncio.Future[None]) -> asyncio.Future[None]: ...
-
-    def accepts_writes(self) -> bool: ...
-
-
-_REFUSING = (
-    "too few replicas are in sync to acknowledge writes (--require-sync); nothing was "
-    "queued: retry later"
-)
+# What the engine takes as its clock: a ``world.Clock``, or a function giving the time.
+Clock = world.Clock | Callable[[], float]
 
 
 class Engine:
@@ -81,27 +66,30 @@ class Engine:
         *,
         heartbeat_timeout: float,
         clock: Clock = time.time,
+        entropy: Entropy | None = None,
         workflows: WorkflowBook | None = None,
         max_held_waits: int = DEFAULT_MAX_HELD_WAITS,
         max_event_streams: int = DEFAULT_MAX_SUBSCRIPTIONS,
     ) -> None:
+        """``clock``: a ``world.Clock``, or a function giving the time (wake-ups then come
+        from the running event loop); ``entropy`` (the system's by default) is given to
+        the board and the workflows for new ids and retry jitter."""
         self.board = board
         self.heartbeat_timeout = heartbeat_timeout
-        self.clock = clock
-        self.waiters = CompletionWaiters(WaitBudget(max_held_waits))
+        self.clock = clock_of(clock)
+        self.entropy = entropy or system_entropy()
+        board.use_entropy(self.entropy)
+        self.waiters = CompletionWaiters(WaitBudget(max_held_waits), self.clock)
         self.events = EventBus(max_event_streams)
-        self._fetches: dict[str, asyncio.Future[Delivery]] = {}
-        self._cancels: dict[str, list[str]] = {}  # per worker: held tasks since cancelled
-        self._worker_pipes: dict[str, int] = {}
+        self._fetches = HeldFetches(self.clock)
         self._dispatch_scheduled = False
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_due: float | None = None
+        self._alarm = Alarm(self.clock, self._release_due)
         self.accepting = True
         self.dispatch_tracer: DispatchTracer | None = None  # set when exporting traces
-        self.journal: Journal | None = None  # set with --state-dir
-        self.replication: Replication | None = None  # set on a replicated leader
-        self._recorder = Recorder()
+        self.view = BoardView(board)  # what readers (views, metrics, listings) see
+        self.outbox = Outbox(self.view, self.events, self.clock)  # the stream and the journal
         self.actions = ActionLog()
+        self.operations = Operations(self)  # what operators do (``operations``)
         if workflows is None:  # final workflows outlive their steps' results
             workflows = WorkflowBook(ttl=max(3600.0, board.config.result_ttl))
         self.workflows = WorkflowRunner(self, workflows)
@@ -109,58 +97,57 @@ class Engine:
     # --- clients -------------------------------------------------------------------------
 
     def submit(self, specs: Sequence[TaskSpec], priority: Priority) -> list[str]:
-        self.check_writable()
-        ids = self.board.submit(specs, priority, self.clock())
-        self.kick()
-        self.arm_timer()
+        self.outbox.check_writable()
+        ids, effects = self.board.submit(specs, priority, self.clock(), record=self._recording)
+        self._moved(effects)
         return ids
 
     def submit_each(
         self, specs: Sequence[TaskSpec], priority: Priority
     ) -> tuple[list[str], list[Rejected]]:
-        self.check_writable()
-        ids, rejected = self.board.submit_each(specs, priority, self.clock())
+        self.outbox.check_writable()
+        ids, rejected, effects = self.board.submit_each(
+            specs, priority, self.clock(), record=self._recording
+        )
+        self._moved(effects)
+        return ids, rejected
+
+    @property
+    def _recording(self) -> bool:
+        return self.outbox.recording
+
+    def _moved(self, effects: Effects) -> None:
+        """Tasks moved: act on the effects, then dispatch and wake up for what is due."""
+        self.take(effects)
         self.kick()
         self.arm_timer()
-        return ids, rejected
+
+    def take(self, effects: Effects) -> None:
+        """Act on what a board operation did: keep its transitions (and dead letters gone)
+        to publish, tell the results, have workers stop what others finished."""
+        self.outbox.keep(effects)
+        if effects.finished:
+            self.finished(effects.finished)
+        for holder, task_id in effects.superseded:
+            self._tell_to_stop(holder, task_id)
+
+    @property
+    def journal(self) -> Journal | None:
+        return self.outbox.journal
 
     def keep_journal(self, journal: Journal) -> None:
         """Write every transition to ``journal`` from now on (it has been replayed and
         started)."""
-        self.journal = journal
-        self.board.record_changes = True
-        self.board.dead_letters.removed = []  # dead letters retried or purged, journaled
-        self.workflows.book.record_changes = True
+        self.outbox.journal = journal
 
-    def check_writable(self) -> None:
-        if self.replication is not None and not self.replication.accepts_writes():
-            raise Rejected(ErrorCode.UNAVAILABLE, _REFUSING)
+    @property
+    def replication(self) -> Replication | None:
+        return self.outbox.replication
 
-    def persisted(self) -> asyncio.Future[None]:
-        """Resolves once every transition so far is in the journal (at once without one):
-        what a reply that acknowledges them waits for."""
-        if self.journal is None:
-            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            done.set_result(None)
-            return done
-        self._publish()
-        if self.replication is None:
-            return self.journal.flushed()
-        return self.replication.after(self.journal.flushed())
-
-    async def durable(self) -> None:
-        """Wait for ``persisted``; a journal that cannot be written is an ``internal``
-        error for the request (retrying it with the same task ids is safe)."""
-        if self.journal is None:
-            return
-        try:
-            await self.persisted()
-        except NotLeading as exc:
-            raise Rejected(ErrorCode.UNAVAILABLE, f"{exc}: discover the leader and retry") from None
-        except JournalError as exc:
-            raise Rejected(
-                ErrorCode.INTERNAL, f"{exc} (the request took effect in memory only)"
-            ) from None
+    @replication.setter
+    def replication(self, replication: Replication | None) -> None:
+        """Set on a replicated leader: acknowledgements wait for the replicas too."""
+        self.outbox.replication = replication
 
     def lookup(self, task_id: str) -> TaskResult | None:
         return self.board.get(task_id, self.clock())
@@ -184,10 +171,11 @@ class Engine:
         reply to its held fetch (answered at once) or its next one. ``checked=False``: a
         workflow's own cancel (its workflow was accepted when writes were)."""
         if checked:
-            self.check_writable()
-        result, changed = self.board.cancel(task_id, self.clock())
+            self.outbox.check_writable()
+        result, effects = self.board.cancel(task_id, self.clock(), record=self._recording)
+        changed = bool(effects.finished)
         if changed:
-            self.finished([result])
+            self.take(effects)
             self.kick()  # publishes the transition
             if result.worker_id is not None:
                 self._tell_to_stop(result.worker_id, task_id)
@@ -196,87 +184,8 @@ class Engine:
     def _tell_to_stop(self, worker_id: str, task_id: str) -> None:
         """Have a worker stop a task it holds, through the reply to its held fetch
         (answered at once) or its next one."""
-        if self.board.workers.get(worker_id) is None:
-            return
-        self._cancels.setdefault(worker_id, []).append(task_id)
-        held = self._fetches.pop(worker_id, None)
-        if held is not None and not held.done():
-            held.set_result(Delivery())
-
-    def acted(self, kind: str, target: str, source: str, **detail: object) -> Action:
-        """Note an operator's action (``action_log``): the event stream sends it."""
-        log.info("operator action", action=kind, target=target, source=source, **detail)
-        return self.actions.record(kind, target, source, self.clock(), **detail)
-
-    # --- dead letters ---------------------------------------------------------------
-
-    def list_failed(self, filter: FailedFilter, limit: int) -> FailedList:
-        """The newest dead letters ``filter`` selects, ``limit`` at most (capped at
-        ``MAX_FAILED_LISTED``), cut to fit one reply."""
-        limit = min(limit, MAX_FAILED_LISTED)
-        return dead_letter_ops.listing(self.board, filter, limit, self.clock())
-
-    def retry_failed(self, filter: FailedFilter, all_matching: bool, source: str) -> FailedRetried:
-        """Queue the selected dead letters again as new tasks (``dead_letter_ops``)."""
-        self.check_writable()
-        retried = dead_letter_ops.retry(self.board, filter, all_matching, self.clock())
-        if retried.retried:
-            target = _target(filter, len(retried.retried))
-            self.acted("failed.retry", target, source, count=len(retried.retried))
-            self.kick()
-            self.arm_timer()
-        return retried
-
-    def purge_failed(self, filter: FailedFilter, all_matching: bool, source: str) -> FailedPurged:
-        """Drop the selected dead letters."""
-        self.check_writable()
-        purged = dead_letter_ops.purge(self.board, filter, all_matching, self.clock())
-        if purged.purged:
-            self.acted("failed.purge", _target(filter, purged.purged), source, count=purged.purged)
-            self.kick()  # publishes (journals) the removal
-        return purged
-
-    # --- queues and limits --------------------------------------------------------------
-
-    def pause_queue(self, queue: str, paused: bool) -> None:
-        if queue_controls.pause(self.board, queue, paused):
-            log.info("queue paused" if paused else "queue resumed", queue=queue)
-            self.kick()  # publishes (journals) the change; resumed work goes out
-
-    def purge_queue(self, queue: str) -> int:
-        purged = queue_controls.purge(self.board, queue, self.clock())
-        log.info("queue purged", queue=queue, cancelled=len(purged))
-        self.finished(purged)
-        self.kick()
-        return len(purged)
-
-    def set_limit(
-        self, scope: Scope, name: str, rate: str | None, concurrency: int | None, *, reset: bool
-    ) -> None:
-        queue_controls.set_limit(self.board, scope, name, rate, concurrency, reset=reset)
-        log.info("limit changed", scope=str(scope), name=name, rate=rate, concurrency=concurrency)
-        self.kick()
-        self.arm_timer()
-
-    # --- schedules made at run time ---------------------------------------------------------
-
-    def add_schedule(self, spec: ScheduleSpec, source: str) -> ScheduleAdded:
-        """Make (or replace) a run-time schedule (``core.runtime_schedules``) and arm its
-        first tick; ``source`` is the door the request came in by (``action_log``)."""
-        self.check_writable()
-        info, created = runtime_schedules.add(self.board, spec, self.clock())
-        self.acted("schedule.add", spec.name, source, task=spec.task, spec=info.spec)
-        self.kick()  # publishes (journals) it
-        self.arm_timer()
-        return ScheduleAdded(schedule=info, created=created)
-
-    def remove_schedule(self, name: str, source: str) -> ScheduleRemoved:
-        """Stop a run-time schedule; ``removed`` is false when none had that name."""
-        self.check_writable()
-        removed = runtime_schedules.remove(self.board, name)
-        self.acted("schedule.remove", name, source, removed=removed)
-        self.kick()
-        return ScheduleRemoved(name=name, removed=removed)
+        if self.board.workers.get(worker_id) is not None:
+            self._fetches.tell_to_stop(worker_id, task_id)
 
     # --- subworkers ------------------------------------------------------------------------
 
@@ -294,7 +203,7 @@ class Engine:
     ) -> None:
         defined = self.board.schedules.defined
         named = [s.name for s in signatures if s.name in defined]  # declared now, maybe
-        self.finished(
+        self.take(
             self.board.register(
                 worker_id,
                 name,
@@ -304,6 +213,7 @@ class Engine:
                 local=local,
                 confirms=confirms,
                 queues=queues,
+                record=self._recording,
             )
         )
         if taken := [n for n in named if n not in defined]:
@@ -318,23 +228,24 @@ class Engine:
 
     def seen(self, worker_id: str, pipe_id: int) -> None:
         """Remember which connection a worker speaks over, to notice when it drops."""
-        if pipe_id >= 0:
-            self._worker_pipes[worker_id] = pipe_id
+        self._fetches.seen(worker_id, pipe_id)
 
     def heard(self, worker_id: str, pipe_id: int, received: Sequence[int]) -> None:
         """A request from the worker: note its connection and the batches it confirms
         (the tasks of batches it never received are queued again)."""
         self.seen(worker_id, pipe_id)
-        queued = len(self.board.queues)
-        self.board.heard(worker_id, received, self.clock())
-        if len(self.board.queues) != queued:
+        effects = self.board.heard(worker_id, received, self.clock(), record=self._recording)
+        self.take(effects)
+        if effects.queued:
             self.kick()
 
     async def assign(self, worker_id: str, wait: float, prefetch: int = 0) -> Assign:
         """The reply to a ``fetch``: tasks, and the ids of held tasks since cancelled."""
         delivery = await self.fetch(worker_id, wait, prefetch)
         return Assign(
-            tasks=delivery.tasks, batch=delivery.batch, cancel=self._cancels.pop(worker_id, [])
+            tasks=delivery.tasks,
+            batch=delivery.batch,
+            cancel=self._fetches.take_cancels(worker_id),
         )
 
     async def fetch(self, worker_id: str, wait: float, prefetch: int = 0) -> Delivery:
@@ -342,71 +253,37 @@ class Engine:
         ``wait`` seconds pass; a draining worker is answered at once (it only reports)."""
         slot = self.board.touch(worker_id, self.clock())
         slot.set_prefetch(prefetch)
-        if not slot.accepts_work or worker_id in self._cancels:
+        if not slot.accepts_work or self._fetches.has_cancels(worker_id):
             return Delivery()
-        previous = self._fetches.pop(worker_id, None)
-        if previous is not None and not previous.done():
-            previous.set_result(Delivery())
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Delivery] = loop.create_future()
-        self._fetches[worker_id] = future
-        expiry = loop.call_later(max(0.0, wait), self._expire_fetch, worker_id, future)
+        held = self._fetches.hold(worker_id, wait)
         self.kick()
-        try:
-            return await future
-        finally:
-            expiry.cancel()
-            if self._fetches.get(worker_id) is future:
-                del self._fetches[worker_id]
+        return await held
 
     @property
     def fetching(self) -> frozenset[str]:
         """The workers whose fetch is held here, waiting for work."""
-        return frozenset(w for w, f in self._fetches.items() if not f.done())
-
-    def _expire_fetch(self, worker_id: str, future: asyncio.Future[Delivery]) -> None:
-        if self._fetches.get(worker_id) is future:
-            del self._fetches[worker_id]
-        if not future.done():
-            future.set_result(Delivery())
+        return frozenset(self._fetches.waiting())
 
     def drain(self, worker_id: str) -> None:
         """The worker takes no new work: answer its held fetch now, empty."""
         self.board.drain(worker_id, self.clock())
-        pending = self._fetches.pop(worker_id, None)
-        if pending is not None and not pending.done():
-            pending.set_result(Delivery())
+        self._fetches.release(worker_id)
 
     def report(self, worker_id: str, started: Iterable[str], outcomes: Iterable[Outcome]) -> None:
-        self.finished(self.board.report(worker_id, started, outcomes, self.clock()))
-        self._stop_superseded()
-        self.kick()
-        self.arm_timer()
-
-    def _stop_superseded(self) -> None:
-        for holder, task_id in self.board.take_superseded():
-            self._tell_to_stop(holder, task_id)
+        now = self.clock()
+        self._moved(self.board.report(worker_id, started, outcomes, now, record=self._recording))
 
     def remove_worker(self, worker_id: str, reason: str) -> None:
         if self.board.workers.get(worker_id) is None:
             return
         log.info("subworker removed", worker_id=worker_id, reason=reason)
-        self.finished(self.board.remove_worker(worker_id, self.clock()))
-        self._forget(worker_id)
+        self.take(self.board.remove_worker(worker_id, self.clock(), record=self._recording))
+        self._fetches.forget(worker_id)
         self.kick()
 
-    def _forget(self, worker_id: str) -> None:
-        """Drop the I/O state of a worker the board no longer has."""
-        self._worker_pipes.pop(worker_id, None)
-        self._cancels.pop(worker_id, None)
-        pending = self._fetches.pop(worker_id, None)
-        if pending is not None and not pending.done():
-            pending.set_result(Delivery())
-
     def pipe_closed(self, pipe_id: int) -> None:
-        for worker_id, pipe in list(self._worker_pipes.items()):
-            if pipe == pipe_id:
-                self.remove_worker(worker_id, "disconnected")
+        for worker_id in self._fetches.on_pipe(pipe_id):
+            self.remove_worker(worker_id, "disconnected")
 
     # --- housekeeping ----------------------------------------------------------------------
 
@@ -415,19 +292,12 @@ class Engine:
         the workflows they are steps of."""
         results = list(results)
         self.workflows.finished(results)
-        if self.journal is None:
-            self.waiters.resolve(results)
-            return
         if results:
-            self.persisted().add_done_callback(lambda done: self._resolve(done, results))
-
-    def _resolve(self, persisted: asyncio.Future[None], results: list[TaskResult]) -> None:
-        if not persisted.cancelled() and persisted.exception() is not None:
-            log.warning("results told before they are durable", error=str(persisted.exception()))
-        self.waiters.resolve(results)
+            self.outbox.when_durable(lambda: self.waiters.resolve(results))
 
     def kick(self) -> None:
-        """Run dispatch at the end of this event-loop turn (once, however often kicked)."""
+        """Run dispatch (and publish) at the end of this event-loop turn (once, however
+        often kicked)."""
         if not self._dispatch_scheduled:
             self._dispatch_scheduled = True
             asyncio.get_running_loop().call_soon(self._dispatch)
@@ -435,68 +305,40 @@ class Engine:
     def subscribe(self, backlog: int = DEFAULT_BACKLOG) -> Subscription:
         """Every task transition from now on, as events (see ``events``); raises
         ``TooManySubscriptions`` past ``--max-event-streams``."""
-        subscription = self.events.subscribe(backlog)
-        self.board.record_changes = True
-        return subscription
-
-    def _publish(self) -> None:
-        # A workflow's records go in the same group commit as the tasks they queued.
-        records = self.workflows.book.changes()
-        if self.board.changes or self._recorder.behind(self.board) or records:
-            changes = self.board.take_changes()
-            if self.journal is not None:
-                self.journal.append([*self._recorder.entries(changes, self.board), *records])
-            if self.events.has_subscribers:
-                self.events.publish(changes, self.clock())
-        self.board.record_changes = self.events.has_subscribers or self.journal is not None
+        return self.events.subscribe(backlog)
 
     def _dispatch(self) -> None:
         self._dispatch_scheduled = False
         try:
             self._assign_ready()
         finally:
-            self._publish()
+            self.outbox.publish()
 
     def _assign_ready(self) -> None:
         if not self._fetches or not len(self.board.queues):
             return
-        # A fetch whose handler was cancelled has a done future until its task runs again.
-        ready = [worker_id for worker_id, f in self._fetches.items() if not f.done()]
         now = self.clock()
-        for worker_id, tasks in self.board.dispatch(ready, now).items():
+        plan, effects = self.board.dispatch(self._fetches.waiting(), now, record=self._recording)
+        self.take(effects)
+        for worker_id, tasks in plan.items():
             if self.dispatch_tracer is not None:
-                tasks = self.dispatch_tracer.dispatched(self.board, worker_id, tasks, now)
-            self._fetches.pop(worker_id).set_result(self.board.deliver(worker_id, tasks))
+                tasks = self.dispatch_tracer.dispatched(self.view, worker_id, tasks, now)
+            self._fetches.answer(worker_id, self.board.deliver(worker_id, tasks))
         if self._fetches:  # workers still wait: a rate limit may hold tasks back
             self.arm_timer()
 
     def arm_timer(self) -> None:
         """Wake up when the earliest delayed or retrying task is due, or a spent rate limit
         lets a task go (the upkeep loop's once-a-second release is the fallback)."""
-        due = min(
-            (
-                d
-                for d in (
-                    self.board.schedule.next_due(),
-                    queue_controls.next_limit_due(self.board, self.clock()),
-                )
-                if d is not None
-            ),
-            default=None,
+        dues = (
+            self.board.schedule.next_due(),
+            queue_controls.next_limit_due(self.board, self.clock()),
         )
-        if due is None or (self._timer_due is not None and self._timer_due <= due):
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-        delay = max(0.0, due - self.clock())
-        self._timer = asyncio.get_running_loop().call_later(delay, self._release_due)
-        self._timer_due = due
+        self._alarm.set(min((d for d in dues if d is not None), default=None))
 
     def _release_due(self) -> None:
-        self._timer, self._timer_due = None, None
-        self.board.release_due(self.clock())
-        self.kick()  # due tasks, or a rate limit's new token
-        self.arm_timer()
+        # Due tasks, or a rate limit's new token: dispatch either way.
+        self._moved(self.board.release_due(self.clock(), record=self._recording))
 
     def maintain(self, *, sweep: bool = True) -> None:
         """Periodic upkeep: drop silent subworkers and (if ``sweep``) expired results and
@@ -505,43 +347,34 @@ class Engine:
         A worker whose fetch is being held is not silent: it is waiting on us.
         """
         now = self.clock()
-        if self.board.release_due(now):
+        due = self.board.release_due(now, record=self._recording)
+        self.take(due)
+        if due.queued:
             self.kick()
         if sweep:
-            self.board.results.sweep(now)
-            self.board.dead_letters.sweep(now)
+            self.board.sweep(now)
             self.workflows.sweep()
-            self.board.forget_stale_keys(now)
-        for worker_id in self._fetches:
+        for worker_id in self._fetches.holders():
             self.board.touch(worker_id, now)
-        late = self.board.time_out_overdue(now, self.heartbeat_timeout)
-        if late:
-            log.warning("tasks silent past their time limit failed", count=len(late))
-            self.finished(late)
-            self._stop_superseded()
+        late = self.board.time_out_overdue(now, self.heartbeat_timeout, record=self._recording)
+        if late.finished:
+            log.warning("tasks silent past their time limit failed", count=len(late.finished))
+            self.take(late)
             self.kick()
-        removed, finished = self.board.expire_silent(now, self.heartbeat_timeout)
+        removed, effects = self.board.expire_silent(
+            now, self.heartbeat_timeout, record=self._recording
+        )
         for worker_id in removed:
             log.warning("subworker removed", worker_id=worker_id, reason="missed heartbeats")
-            self._forget(worker_id)
+            self._fetches.forget(worker_id)
         if removed:
-            self.finished(finished)
+            self.take(effects)
             self.kick()
 
     def close(self) -> None:
         """Stop taking work and answer every held request now."""
         self.accepting = False
-        if self._timer is not None:
-            self._timer.cancel()
+        self._alarm.cancel()
         self.waiters.release_all()
         self.workflows.release_all()
-        for future in self._fetches.values():
-            if not future.done():
-                future.set_result(Delivery())
-        self._fetches.clear()
-
-
-def _target(selection: FailedFilter, count: int) -> str:
-    """What an action on dead letters names: the one id when it acted on one it was
-    asked by id, else ``""`` (a selection)."""
-    return selection.task_ids[0] if count == 1 and len(selection.task_ids) == 1 else ""
+        self._fetches.release_all()

@@ -15,7 +15,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from fastworker import __version__
-from fastworker_control_plane.core.queue_views import queue_infos, waiting_on_limits
 from fastworker_control_plane.core.stats import Tally
 from fastworker_control_plane.engine import Engine
 from fastworker_control_plane.events import DEFAULT_BACKLOG, EVENT_BYTES
@@ -48,12 +47,12 @@ class ControlPlaneCollector(Collector):
             "fastworker_idempotency_keys",
             "Idempotency keys held: about as many as the live tasks and kept results "
             "submitted with one",
-            value=len(self._engine.board.keys),
+            value=self._engine.view.idempotency_keys,
         )
         yield GaugeMetricFamily(
             "fastworker_dead_letters",
             "Tasks failed for good held in the dead-letter store (to find and retry)",
-            value=len(self._engine.board.dead_letters),
+            value=self._engine.view.dead_letter_count,
         )
         events = self._engine.events
         yield CounterMetricFamily(
@@ -87,7 +86,7 @@ class ControlPlaneCollector(Collector):
         )
 
     def _task_counters(self) -> Iterator[Metric]:
-        stats = self._engine.board.stats
+        stats = self._engine.view.stats
         families = {
             tally: CounterMetricFamily(
                 f"fastworker_tasks_{tally}", _TALLY_HELP[tally], labels=["task_name", "priority"]
@@ -112,7 +111,7 @@ class ControlPlaneCollector(Collector):
         )
 
     def _live_state(self) -> Iterator[Metric]:
-        board = self._engine.board
+        view = self._engine.view
         now = self._engine.clock()
         depth = GaugeMetricFamily(
             "fastworker_queue_depth",
@@ -124,7 +123,7 @@ class ControlPlaneCollector(Collector):
             "How long the longest-waiting task queued in each named queue has waited",
             labels=["queue"],
         )
-        for info in queue_infos(board, now, with_default=True):
+        for info in view.queue_infos(now, with_default=True):
             for priority in Priority.by_rank():
                 depth.add_metric([info.name, str(priority)], info.depth[str(priority)])
             oldest.add_metric([info.name], info.oldest_age or 0.0)
@@ -135,27 +134,25 @@ class ControlPlaneCollector(Collector):
             "Queued tasks a rate or concurrency limit holds back now",
             labels=["queue", "task_name"],
         )
-        for (queue, name), n in sorted(waiting_on_limits(board, now).items()):
+        for (queue, name), n in sorted(view.waiting_on_limits(now).items()):
             waiting.add_metric([queue, name], n)
         yield waiting
         yield GaugeMetricFamily(
             "fastworker_tasks_scheduled",
             "Tasks waiting for their ETA or retry backoff",
-            value=board.waiting_for_time(),
+            value=view.waiting_for_time(),
         )
         yield GaugeMetricFamily(
             "fastworker_tasks_in_flight",
             "Tasks assigned to subworkers and not yet finished",
-            value=sum(len(slot.in_flight) for slot in board.workers),
+            value=view.in_flight(),
         )
         workers = GaugeMetricFamily(
             "fastworker_subworkers_connected",
             "Registered subworkers (the embedded one included), by state",
             labels=["state"],
         )
-        by_state = dict.fromkeys(WorkerState, 0)
-        for slot in board.workers:
-            by_state[slot.state] += 1
+        by_state = dict.fromkeys(WorkerState, 0) | view.worker_states()
         for state, n in by_state.items():
             workers.add_metric([str(state)], n)
         yield workers
@@ -191,20 +188,21 @@ class ControlPlaneCollector(Collector):
         yield ceiling
 
     def _result_cache(self) -> Iterator[Metric]:
-        cache = self._engine.board.results
+        view = self._engine.view
+        stats = view.results_stats
         yield GaugeMetricFamily(
-            "fastworker_result_cache_size", "Results held in the cache", value=len(cache)
+            "fastworker_result_cache_size", "Results held in the cache", value=view.results
         )
         yield GaugeMetricFamily(
             "fastworker_result_cache_bytes",
             "Encoded bytes of the results held in the cache (see --result-max-bytes)",
-            value=cache.bytes,
+            value=view.results_bytes,
         )
         for name, value, help_text in (
-            ("hits", cache.stats.hits, "Result reads answered from the cache"),
-            ("misses", cache.stats.misses, "Result reads of unknown or expired tasks"),
-            ("evictions", cache.stats.evictions, "Results dropped because the cache was full"),
-            ("expirations", cache.stats.expirations, "Results dropped after their TTL"),
+            ("hits", stats.hits, "Result reads answered from the cache"),
+            ("misses", stats.misses, "Result reads of unknown or expired tasks"),
+            ("evictions", stats.evictions, "Results dropped because the cache was full"),
+            ("expirations", stats.expirations, "Results dropped after their TTL"),
         ):
             yield CounterMetricFamily(f"fastworker_result_cache_{name}", help_text, value=value)
 
@@ -212,11 +210,11 @@ class ControlPlaneCollector(Collector):
 def kept_bytes(engine: Engine) -> list[tuple[str, int, int]]:
     """``(kind, bytes in use, ceiling)`` of everything the control plane keeps that a client
     can make grow: the operations guide's table of memory ceilings, as numbers."""
-    board, book, budget = engine.board, engine.workflows.book, engine.waiters.budget
+    view, book, budget = engine.view, engine.workflows.book, engine.waiters.budget
     events = engine.events
     return [
-        ("results", board.results.bytes, board.results.max_bytes),
-        ("dead_letters", board.dead_letters.bytes, board.dead_letters.max_bytes),
+        ("results", view.results_bytes, view.results_max_bytes),
+        ("dead_letters", view.dead_letters_bytes, view.dead_letters_max_bytes),
         ("workflows_running", book.live_bytes, book.max_live_bytes),
         ("workflows_finished", book.finished_bytes, book.max_bytes),
         ("held_waits", budget.held * HELD_WAIT_BYTES, budget.max_held * HELD_WAIT_BYTES),

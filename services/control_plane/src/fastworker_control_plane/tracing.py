@@ -13,7 +13,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Tracer
 
 from fastworker.tracing import messaging_attributes
-from fastworker_control_plane.core.board import TaskBoard
+from fastworker_control_plane.core.board_view import BoardView
 from fastworker_protocol import Assignment
 
 _NS = 1_000_000_000
@@ -24,12 +24,12 @@ class DispatchTracer:
         self.tracer = tracer
 
     def dispatched(
-        self, board: TaskBoard, worker_id: str, tasks: list[Assignment], now: float
+        self, view: BoardView, worker_id: str, tasks: list[Assignment], now: float
     ) -> list[Assignment]:
         """The assignments, each carrying its new ``dispatch`` span's context."""
         traced = []
         for assignment in tasks:
-            record = board.record(assignment.id, now, count=False)
+            record = view.task(assignment.id, now)
             queued_at = record.queued_at if record is not None else now
             priority = str(assignment.priority or "")
             span = self.tracer.start_span(

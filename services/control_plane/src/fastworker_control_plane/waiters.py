@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable
 
+from fastworker_control_plane.world import Clock, LoopClock
 from fastworker_protocol import TaskResult
 
 DEFAULT_MAX_HELD_WAITS = 5_000
@@ -64,8 +65,10 @@ class _Wait:
 
 
 class CompletionWaiters:
-    def __init__(self, budget: WaitBudget | None = None) -> None:
+    def __init__(self, budget: WaitBudget | None = None, clock: Clock | None = None) -> None:
+        """``clock``: the engine's, whose wake-ups end the waits (``world``)."""
         self.budget = WaitBudget(DEFAULT_MAX_HELD_WAITS) if budget is None else budget
+        self._clock = clock or LoopClock()
         self._held = 0  # of the budget's, those held here
         # Per task id, its waits in the order they came (a dict as an ordered set: a
         # wait leaves in O(1), however many wait for one task).
@@ -94,7 +97,7 @@ class CompletionWaiters:
             waiting = _Wait(loop.create_future(), 1 if any_final else len(pending))
             for task_id in pending:
                 self._waiting.setdefault(task_id, {})[waiting] = None
-            timer = loop.call_later(timeout, waiting.release)
+            timer = self._clock.call_at(self._clock() + timeout, waiting.release)
             self._held += 1
             try:
                 await waiting.done

@@ -14,8 +14,10 @@ from collections import Counter, deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from fastworker_control_plane.core.admission import refusal
+import msgspec
+
 from fastworker_control_plane.core.board_types import task_size
+from fastworker_control_plane.core.effects import Effects
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.core.workflow_graph import Release
 from fastworker_control_plane.core.workflows import Actions, WorkflowBook, check
@@ -53,17 +55,19 @@ class WorkflowRunner:
         """Check the whole workflow against the registered tasks, accept it and queue its
         roots; raises ``Rejected`` (nothing queued) if any part of it cannot run."""
         engine = self._engine
-        engine.check_writable()
+        engine.outbox.check_writable()
         check(message, engine.board.catalog, engine.board.config)
+        if not message.workflow_id:
+            message = msgspec.structs.replace(message, workflow_id=engine.entropy.new_id())
         accepted = self.book.accept(message, engine.clock())
-        self.carry_out(Actions(release=accepted.release))
+        self.carry_out(Actions(release=accepted.release, records=accepted.records))
         return WorkflowAccepted(workflow_id=accepted.workflow_id, task_ids=accepted.task_ids)
 
     def info(self, workflow_id: str) -> WorkflowInfo:
-        board, now = self._engine.board, self._engine.clock()
+        view, now = self._engine.view, self._engine.clock()
 
         def lookup(task_id: str) -> TaskState | None:
-            record = board.record(task_id, now, count=False)
+            record = view.task(task_id, now)
             return None if record is None else record.state
 
         info = self.book.info(workflow_id, lookup)
@@ -85,11 +89,12 @@ class WorkflowRunner:
             return info
         ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting.setdefault(workflow_id, {})[ended] = None
+        clock = self._engine.clock  # its wake-up ends the wait as the workflow's end does
+        timer = clock.call_at(clock() + timeout, lambda: _settle(ended))
         try:
-            await asyncio.wait_for(asyncio.shield(ended), timeout)
-        except TimeoutError:
-            pass
+            await ended
         finally:
+            timer.cancel()
             budget.give_back()
             waiting = self._waiting.get(workflow_id, {})
             waiting.pop(ended, None)
@@ -104,7 +109,7 @@ class WorkflowRunner:
         return info
 
     def cancel(self, workflow_id: str) -> WorkflowCancelled:
-        self._engine.check_writable()
+        self._engine.outbox.check_writable()
         actions = self.book.cancel(workflow_id, self._engine.clock())
         self.carry_out(actions)
         return WorkflowCancelled(workflow_id=workflow_id, cancelled=bool(actions.ended))
@@ -124,8 +129,10 @@ class WorkflowRunner:
             self._draining = False
 
     def carry_out(self, actions: Actions) -> None:
-        """Queue what is released, cancel what is to be cancelled, wake waiters."""
+        """Journal the decision, queue what is released, cancel what is to be cancelled,
+        wake waiters."""
         engine = self._engine
+        engine.outbox.keep_records(actions.records)
         for release in actions.release:
             self._release(release)
         for task_id in actions.cancel:
@@ -150,36 +157,25 @@ class WorkflowRunner:
         spec, priority = release
         board, now = self._engine.board, self._engine.clock()
         size = task_size(spec)
-        checker = board.catalog.checkers.get(spec.name)
-        rejected = refusal(
-            0,
-            spec,
-            size,
-            checker,
-            max_bytes=board.config.max_batch_bytes,
-            max_message_size=board.config.max_message_size,
-        )
+        rejected = board.intake.refusal(0, spec, size)
         if rejected is not None and rejected.code != ErrorCode.UNKNOWN_TASK:
             self._results.append(_refused(spec.id, spec.name, priority, rejected, now))
             self.finished(())
             return
-        board.enqueue(spec, size, priority, now)
+        effects = Effects(self._engine.outbox.recording)
+        board.enqueue(spec, size, priority, now, effects)
+        self._engine.take(effects)
         known = board.get(spec.id, now)
         if known is not None and known.status.is_final:  # final already: as if just ended
             self.finished([known])
 
     def _wake(self, workflow_ids: list[str]) -> None:
-        engine = self._engine
-        if engine.journal is None:
-            self._release_waiters(workflow_ids)
-            return
-        engine.persisted().add_done_callback(lambda _: self._release_waiters(workflow_ids))
+        self._engine.outbox.when_durable(lambda: self._release_waiters(workflow_ids))
 
     def _release_waiters(self, workflow_ids: Iterable[str]) -> None:
         for workflow_id in workflow_ids:
             for ended in self._waiting.pop(workflow_id, {}):
-                if not ended.done():
-                    ended.set_result(None)
+                _settle(ended)
 
     def release_all(self) -> None:
         """Answer every held request now (the control plane stops)."""
@@ -187,6 +183,11 @@ class WorkflowRunner:
 
     def sweep(self) -> int:
         return self.book.sweep(self._engine.clock())
+
+
+def _settle(ended: asyncio.Future[None]) -> None:
+    if not ended.done():
+        ended.set_result(None)
 
 
 def _refused(

@@ -1,5 +1,6 @@
 """What operators do with dead letters: list them, run them again, drop them. Pure: the
-board and ``now`` in, the reply out.
+board and ``now`` in, the reply and its ``Effects`` out (new ids from the board's
+entropy).
 
 A retry is a new submission, so it goes through the board's admission like any other:
 if one selected letter's task is unknown now, its arguments no longer bind, or its
@@ -10,7 +11,6 @@ ids or say ``all_matching``: an empty selection never means "everything".
 
 from __future__ import annotations
 
-import uuid
 from collections import Counter
 from itertools import islice
 
@@ -20,6 +20,7 @@ from fastworker_control_plane.core.admission import queue_full, refusal
 from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.board_types import MESSAGE_OVERHEAD, task_size
 from fastworker_control_plane.core.dead_letters import Kept
+from fastworker_control_plane.core.effects import Effects
 from fastworker_control_plane.core.listing import LISTED_TASK_MAX_BYTES, cut_error
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_protocol import (
@@ -78,32 +79,38 @@ def listed_form(letter: DeadLetter) -> tuple[DeadLetter, int]:
 
 
 def retry(
-    board: TaskBoard, selection: FailedFilter, all_matching: bool, now: float
-) -> FailedRetried:
+    board: TaskBoard,
+    selection: FailedFilter,
+    all_matching: bool,
+    now: float,
+    *,
+    record: bool = False,
+) -> tuple[FailedRetried, Effects]:
     """Queue the selected letters again as new tasks (oldest first, at most
     ``MAX_FAILED_ACTED``), each linked to its letter by ``retry_of``, and drop them."""
     chosen, missing, more = _select(board, selection, all_matching, now)
-    specs = [_spec(kept) for kept in chosen]
+    specs = [_spec(kept, board.entropy.new_id()) for kept in chosen]
     _admit(board, chosen, specs)
     retried = []
+    fx = Effects(record)
     for kept, spec in zip(chosen, specs, strict=True):
-        new_id = board.enqueue(spec, task_size(spec), kept.letter.priority, now)
-        record = board.record(new_id, now, count=False)
-        assert record is not None, "just queued"
-        record.retry_of = kept.task_id
+        new_id = board.enqueue(spec, task_size(spec), kept.letter.priority, now, fx)
+        task = board.record(new_id, now, count=False)
+        assert task is not None, "just queued"
+        task.retry_of = kept.task_id
         retried.append(Retried(task_id=kept.task_id, new_task_id=new_id))
-    board.dead_letters.remove(k.task_id for k in chosen)
-    return FailedRetried(retried=retried, missing=missing, more=more)
+    fx.dead_gone = board.dead_letters.remove(k.task_id for k in chosen)
+    return FailedRetried(retried=retried, missing=missing, more=more), fx
 
 
 def purge(
     board: TaskBoard, selection: FailedFilter, all_matching: bool, now: float
-) -> FailedPurged:
+) -> tuple[FailedPurged, Effects]:
     """Drop the selected letters (every one that matches, with ``all_matching``)."""
     missing = _check(board, selection, all_matching, now)
     chosen = [k.task_id for k in board.dead_letters.newest_first(selection, now)]
-    board.dead_letters.remove(chosen)
-    return FailedPurged(purged=len(chosen), missing=missing)
+    fx = Effects(dead_gone=board.dead_letters.remove(chosen))
+    return FailedPurged(purged=len(chosen), missing=missing), fx
 
 
 def _check(board: TaskBoard, selection: FailedFilter, all_matching: bool, now: float) -> list[str]:
@@ -121,11 +128,11 @@ def _select(
     return matching[:MAX_FAILED_ACTED], missing, len(matching) > MAX_FAILED_ACTED
 
 
-def _spec(kept: Kept) -> TaskSpec:
+def _spec(kept: Kept, task_id: str) -> TaskSpec:
     letter = kept.letter
     return TaskSpec(
         name=letter.name,
-        id=uuid.uuid4().hex,
+        id=task_id,
         args=letter.args,
         kwargs=letter.kwargs,
         headers=kept.headers,
@@ -154,7 +161,7 @@ def _admit(board: TaskBoard, chosen: list[Kept], specs: list[TaskSpec]) -> None:
                 task_name=spec.name,
             )
     for priority, new in Counter(k.letter.priority for k in chosen).items():
-        full = queue_full(priority, board.live[priority], new, config.max_queued)
+        full = queue_full(priority, board.live_count(priority), new, config.max_queued)
         if full is not None:
             raise Rejected(
                 full.code, f"{full.message} (nothing was retried; the dead letters stay)"

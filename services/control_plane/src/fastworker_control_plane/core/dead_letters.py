@@ -102,8 +102,6 @@ class DeadLetters:
         self.bytes = 0
         self.evicted = 0  # dropped for a bound of count or bytes (not age)
         self.expired = 0
-        # Ids retried or purged since the journal last took them (``None``: not tracked).
-        self.removed: list[str] | None = None
         self._kept: OrderedDict[str, Kept] = OrderedDict()  # oldest failure first
 
     def add(self, letter: Kept, now: float) -> None:
@@ -155,17 +153,10 @@ class DeadLetters:
         self.sweep(now)
         return [t for t in dict.fromkeys(selection.task_ids) if t not in self._kept]
 
-    def remove(self, task_ids: Iterable[str]) -> None:
-        """Take these out (retried or purged): noted for the journal when tracked."""
-        for task_id in task_ids:
-            if self._drop(task_id) and self.removed is not None:
-                self.removed.append(task_id)
-
-    def take_removed(self) -> list[str]:
-        if not self.removed:
-            return []
-        removed, self.removed = self.removed, []
-        return removed
+    def remove(self, task_ids: Iterable[str]) -> list[str]:
+        """Take these out (retried or purged); returns the ids that were here (the journal
+        writes them gone)."""
+        return [task_id for task_id in task_ids if self._drop(task_id)]
 
     def letters(self) -> list[Kept]:
         """Every letter, oldest first (what a journal snapshot writes)."""

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from fastworker_control_plane.core.dispatch_policy import least_loaded
+from fastworker_control_plane.core.effects import Effects
 from fastworker_control_plane.core.limits import Limits
 from fastworker_control_plane.core.named_queues import NamedQueues
 from fastworker_control_plane.core.queues import IsQueued
@@ -25,7 +26,7 @@ from fastworker_control_plane.core.records import TaskRecord
 from fastworker_control_plane.core.workers import WorkerSlot
 from fastworker_protocol import Assignment
 
-Assign = Callable[[TaskRecord, WorkerSlot], None]
+Assign = Callable[[TaskRecord, WorkerSlot, Effects], None]
 
 
 @dataclass
@@ -88,9 +89,10 @@ def dispatch_round(
     slots: Mapping[str, WorkerSlot],
     max_batch_bytes: int,
     assign: Assign,
+    fx: Effects,
 ) -> dict[str, list[Assignment]]:
     """Hand queued tasks to the ``slots`` (the workers waiting for work); ``assign``
-    records each handoff (and so changes the worker's load)."""
+    records each handoff in ``fx`` (and so changes the worker's load)."""
     waiting = dict(slots)
     plan: dict[str, list[Assignment]] = {}
     plan_bytes: dict[str, int] = {}
@@ -109,7 +111,7 @@ def dispatch_round(
             del waiting[chosen]
             continue
         plan_bytes[chosen] = batch_bytes
-        assign(record, slot)
+        assign(record, slot, fx)
         plan_for.taken(record, slot)
         plan.setdefault(chosen, []).append(record.assignment())
     return plan

@@ -38,9 +38,8 @@ IsLive = Callable[[str], bool]
 
 
 class Periodics:
-    def __init__(self, schedule: Schedule, enqueue: Enqueue, is_live: IsLive) -> None:
+    def __init__(self, schedule: Schedule, is_live: IsLive) -> None:
         self._schedule = schedule
-        self._enqueue = enqueue
         self._is_live = is_live
         self.active: dict[str, Periodic] = {}
         # From the journal: resumed when a registration declares the schedule again.
@@ -88,6 +87,11 @@ class Periodics:
                 periodic.resume(saved)
             self.start(periodic)
 
+    def save(self, states: Iterable[PeriodicState]) -> None:
+        """Progress from the journal, resumed when a registration declares its schedule
+        again (``learn``)."""
+        self.saved.update((state.name, state) for state in states)
+
     def start(self, periodic: Periodic) -> None:
         self.active[periodic.name] = periodic
         self._schedule.push(periodic.next_run, KEY + periodic.name)
@@ -107,9 +111,10 @@ class Periodics:
         del self.active[name]
         return True
 
-    def tick(self, key: str, now: float) -> int:
+    def tick(self, key: str, now: float, enqueue: Enqueue) -> int:
         """One due tick: a new run (its id is ``NAME@DUE``, the due time to the
-        millisecond), unless the last one is still live; returns how many were queued."""
+        millisecond) given to ``enqueue``, unless the last one is still live; returns how
+        many were queued."""
         periodic = self.active[key.removeprefix(KEY)]
         if periodic.next_run > now:  # a replaced schedule's old entry: not due
             return 0
@@ -124,7 +129,7 @@ class Periodics:
                 kwargs=periodic.kwargs,
                 queue=periodic.queue,
             )
-            periodic.current = self._enqueue(spec, periodic.priority, now)
+            periodic.current = enqueue(spec, periodic.priority, now)
             periodic.times_run += 1
             periodic.last_run = now
             queued = 1

@@ -5,9 +5,10 @@ controls again (``durability.entries.controls``)."""
 from __future__ import annotations
 
 from fastworker_control_plane.core.board import TaskBoard
+from fastworker_control_plane.core.effects import Effects
 from fastworker_control_plane.core.limits import Scope
 from fastworker_control_plane.core.rejected import Rejected
-from fastworker_protocol import ErrorCode, TaskResult, TaskState, check_queue
+from fastworker_protocol import ErrorCode, TaskState, check_queue
 
 
 def queue_names(board: TaskBoard) -> list[str]:
@@ -32,18 +33,18 @@ def pause(board: TaskBoard, queue: str, paused: bool) -> bool:
     return True
 
 
-def purge(board: TaskBoard, queue: str, now: float) -> list[TaskResult]:
+def purge(board: TaskBoard, queue: str, now: float, *, record: bool = False) -> Effects:
     """Cancel every task queued in ``queue`` (parked ones included; not running, delayed
-    or retrying ones)."""
+    or retrying ones): they are the effects' ``finished``."""
     line = board.queues.line(queue)
     ids = [] if line is None else line.ids()
-    ids += [record.id for record in board.queues.parked(queue)]
-    cancelled = []
+    ids += [task.id for task in board.queues.parked(queue)]
+    fx = Effects(record)
     for task_id in ids:
-        record = board.record(task_id, now, count=False)
-        if record is not None and record.state == TaskState.QUEUED:
-            cancelled.append(board.cancel(task_id, now)[0])
-    return cancelled
+        task = board.record(task_id, now, count=False)
+        if task is not None and task.state == TaskState.QUEUED:
+            fx.add(board.cancel(task_id, now, record=record)[1])
+    return fx
 
 
 def set_limit(

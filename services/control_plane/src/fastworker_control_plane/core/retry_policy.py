@@ -13,14 +13,11 @@ retries) and the backoff stay here.
 
 from __future__ import annotations
 
-import random
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from fastworker_control_plane.core.entropy import Uniform
 from fastworker_protocol import FailureReason, Outcome, TaskError, TaskSignature
-
-Uniform = Callable[[float, float], float]
 
 
 @dataclass(frozen=True)
@@ -55,7 +52,7 @@ class RetryPolicy:
             return retryable
         return not self.retry_on or error.type in self.retry_on
 
-    def delay(self, retry: int, uniform: Uniform = random.uniform) -> float:
+    def delay(self, retry: int, uniform: Uniform) -> float:
         """Seconds before retry number ``retry`` (1 for the first retry)."""
         ceiling = min(self.backoff_max, self.backoff * 2 ** (retry - 1))
         return uniform(0.0, ceiling)

@@ -82,7 +82,7 @@ def remove(board: TaskBoard, name: str) -> bool:
 
 def restore(board: TaskBoard, specs: Iterable[ScheduleSpec], now: float) -> list[str]:
     """Run the journal's run-time schedules again, each from its saved progress (in
-    ``board.saved_periodics``) when it has some; returns the names of those that can no
+    ``board.schedules.saved``) when it has some; returns the names of those that can no
     longer be made (their time zone is gone), which are dropped."""
     dropped = []
     periodics = board.schedules

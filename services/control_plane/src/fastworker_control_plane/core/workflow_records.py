@@ -10,7 +10,7 @@ The records are the journal's file format for workflows (tags ``workflow_*``, be
 task entries' ``put``/``done``...), with the same rules as ``durability/schema.py``: maps
 with field names, so fields may be added, never renamed or retyped. Two kinds:
 
-- events, in ``WorkflowBook.changes()``: ``WorkflowDefined`` (accepted),
+- events, in the ``records`` of the book's decisions: ``WorkflowDefined`` (accepted),
   ``StepOutcome`` (a released step's final result), ``LinkOutcome`` (a link task's),
   ``WorkflowCancel`` (cancelled by request). Replayed in order through the same logic
   that made them, they rebuild the book exactly.

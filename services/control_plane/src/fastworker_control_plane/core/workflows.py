@@ -18,10 +18,10 @@ How the caller drives it:
   lookup)`` to read one. ``Actions.ended`` names workflows that became final (to wake
   waiters, count outcomes).
 
-Durability (for the journal): with ``record_changes``, every decision leaves records
-(``core/workflow_records``) that ``changes()`` hands over once. The caller journals them
-**in the same commit** as the board transitions of the same call (the result that
-caused them, the tasks they queued or cancelled). ``snapshot()`` is the book's whole
+Durability (for the journal): every decision returns its records
+(``core/workflow_records``) in ``Accepted.records`` or ``Actions.records``. The caller
+journals them **in the same commit** as the board transitions of the same call (the
+result that caused them, the tasks they queued or cancelled). ``snapshot()`` is the book's whole
 state as records, for a compacted journal. ``restore(records, now)`` on a new book
 replays a snapshot and the records journaled after it (any prefix of the history) and
 returns ``outstanding`` actions: every step released and not known to be final is given
@@ -46,11 +46,11 @@ no such fields yet.
 
 from __future__ import annotations
 
-import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from fastworker_control_plane.core.entropy import NewId, counting
 from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.core.workflow_check import check as check  # re-export
 from fastworker_control_plane.core.workflow_check import check_shape
@@ -77,21 +77,23 @@ DEFAULT_MAX_LIVE_BYTES = 32 * 1024 * 1024  # workflows not final: refuse new one
 @dataclass
 class Accepted:
     """``task_ids``: step ``i``'s at index ``i``; ``release``: the roots to queue now
-    (empty when the workflow was known already)."""
+    (empty when the workflow was known already); ``records``: for the journal."""
 
     workflow_id: str
     task_ids: list[str]
     release: list[Release] = field(default_factory=list)
+    records: list[WorkflowRecord] = field(default_factory=list)
 
 
 @dataclass
 class Actions:
-    """Tasks to queue (each at its priority) and to cancel, and the workflows that
-    became final."""
+    """Tasks to queue (each at its priority) and to cancel, the workflows that became
+    final, and the records of the decision for the journal."""
 
     release: list[Release] = field(default_factory=list)
     cancel: list[str] = field(default_factory=list)
     ended: list[str] = field(default_factory=list)
+    records: list[WorkflowRecord] = field(default_factory=list)
 
     def add(self, steps: Steps) -> None:
         self.release += steps.release
@@ -106,23 +108,22 @@ class WorkflowBook:
         ttl: float = DEFAULT_TTL,
         max_bytes: int = DEFAULT_MAX_BYTES,
         max_live_bytes: int = DEFAULT_MAX_LIVE_BYTES,
-        record_changes: bool = False,
-        new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+        new_id: NewId | None = None,
     ) -> None:
+        """``new_id`` names a workflow submitted without an id (the engine gives one
+        before it gets here; by default the book counts)."""
         if max_finished <= 0 or ttl <= 0 or max_bytes <= 0 or max_live_bytes <= 0:
             raise ValueError("max_finished, ttl, max_bytes and max_live_bytes must be positive")
         self.max_finished = max_finished
         self.ttl = ttl
         self.max_bytes = max_bytes
         self.max_live_bytes = max_live_bytes
-        self.record_changes = record_changes
-        self._new_id = new_id
+        self._new_id = new_id or counting().new_id
         self._flows: dict[str, Flow] = {}
         self._finished: OrderedDict[str, Flow] = OrderedDict()  # oldest end first
         self.live_bytes = 0  # estimated bytes held by workflows not final
         self.finished_bytes = 0  # ... and by final ones
         self.evicted = 0
-        self._changes: list[WorkflowRecord] = []
 
     # --- requests ------------------------------------------------------------------------
 
@@ -155,8 +156,7 @@ class WorkflowBook:
             )
         self._flows[workflow_id] = flow
         self.live_bytes += flow.bytes
-        self._record(defined)
-        return Accepted(workflow_id, flow.task_ids(), flow.start())
+        return Accepted(workflow_id, flow.task_ids(), flow.start(), [defined])
 
     def finished(self, result: TaskResult, now: float) -> Actions:
         """A task's final result: what follows from it if it is a workflow's step or link."""
@@ -171,7 +171,7 @@ class WorkflowBook:
             steps = flow.step_ended(index, result.status, result.result, now)
             if steps is not None:
                 kept = flow.results.get(index)
-                self._record(
+                actions.records.append(
                     StepOutcome(
                         workflow_id=flow.id,
                         step=index,
@@ -189,7 +189,7 @@ class WorkflowBook:
         if flow is not None:
             before = flow.bytes
             if flow.link_ended(result.task_id):
-                self._record(LinkOutcome(workflow_id=flow.id, task_id=result.task_id))
+                actions.records.append(LinkOutcome(workflow_id=flow.id, task_id=result.task_id))
                 self._account(flow, before, was_running=False, actions=actions)
         return actions
 
@@ -208,7 +208,7 @@ class WorkflowBook:
         before = flow.bytes
         steps = flow.cancel(now)
         if steps is not None:
-            self._record(WorkflowCancel(workflow_id=workflow_id, at=now))
+            actions.records.append(WorkflowCancel(workflow_id=workflow_id, at=now))
             actions.add(steps)
             self._account(flow, before, was_running=True, actions=actions)
             self.sweep(now)
@@ -277,18 +277,9 @@ class WorkflowBook:
 
     # --- durability ----------------------------------------------------------------------
 
-    def _record(self, record: WorkflowRecord) -> None:
-        if self.record_changes:
-            self._changes.append(record)
-
-    def changes(self) -> list[WorkflowRecord]:
-        """The records made since the last call (none unless ``record_changes``)."""
-        changes, self._changes = self._changes, []
-        return changes
-
     def snapshot(self) -> list[WorkflowRecord]:
         """The whole book as records: for each workflow (final ones first, oldest end
-        first), its definition then its progress. Changes not yet taken are part of it."""
+        first), its definition then its progress."""
         records: list[WorkflowRecord] = []
         for flow in (*self._finished.values(), *self._running()):
             records += (flow.defined(), flow.progress())
@@ -296,16 +287,12 @@ class WorkflowBook:
 
     def restore(self, records: Iterable[WorkflowRecord], now: float) -> Actions:
         """Rebuild an empty book from ``records`` (a snapshot and what was journaled after
-        it, in order) and return what may not have been done (see the module docstring).
-        Nothing is recorded while restoring; bounds apply at ``now`` once it is done."""
+        it, in order) and return what may not have been done (see the module docstring);
+        replayed decisions make no records. Bounds apply at ``now`` once it is done."""
         if self._flows:
             raise ValueError("restore needs an empty book")
-        recording, self.record_changes = self.record_changes, False
-        try:
-            for record in records:
-                self._replay(record)
-        finally:
-            self.record_changes = recording
+        for record in records:
+            self._replay(record)
         ended = sorted(
             (f for f in self._flows.values() if not f.running),
             key=lambda f: f.finished_at or 0.0,

@@ -43,21 +43,27 @@ class OperationRoutes:
             query = actions.failed_query(request.query)
         except actions.BadAction as exc:
             return reply({"error": "bad_request", "message": str(exc)}, 400)
-        return reply(views.failed_list(self.engine.list_failed(query.filter, query.limit)))
+        return reply(
+            views.failed_list(self.engine.operations.list_failed(query.filter, query.limit))
+        )
 
     async def dead_letter(self, request: web.Request) -> web.Response:
         task_id = request.match_info["task_id"]
-        found = self.engine.list_failed(FailedFilter(task_ids=[task_id]), 1).tasks
+        found = self.engine.operations.list_failed(FailedFilter(task_ids=[task_id]), 1).tasks
         if not found:
             message = f"task {task_id} is not a dead letter (unknown, retried, purged or expired)"
             return reply({"error": str(ErrorCode.TASK_NOT_FOUND), "message": message}, 404)
         return reply(views.dead_letter(found[0]))
 
     async def retry_failed(self, request: web.Request) -> web.Response:
-        return await self._on_failed(request, self.engine.retry_failed, views.failed_retried)
+        return await self._on_failed(
+            request, self.engine.operations.retry_failed, views.failed_retried
+        )
 
     async def purge_failed(self, request: web.Request) -> web.Response:
-        return await self._on_failed(request, self.engine.purge_failed, views.failed_purged)
+        return await self._on_failed(
+            request, self.engine.operations.purge_failed, views.failed_purged
+        )
 
     async def _on_failed(
         self,
@@ -71,7 +77,7 @@ class OperationRoutes:
             actions.check_origin(request.headers, request.host)
             selection = actions.failed_selection(await request.read())
             done = act(selection.filter, selection.all_matching, SOURCE)
-            await self.engine.durable()
+            await self.engine.outbox.durable()
         except (actions.BadAction, actions.ForbiddenAction, Rejected) as exc:
             return refused(exc)
         return reply(encode(done))
@@ -82,8 +88,8 @@ class OperationRoutes:
             actions.check_origin(request.headers, request.host)
             result, changed = self.engine.cancel(task_id)
             if changed:
-                self.engine.acted("task.cancel", task_id, SOURCE)
-            await self.engine.durable()
+                self.engine.operations.acted("task.cancel", task_id, SOURCE)
+            await self.engine.outbox.durable()
         except (actions.BadAction, actions.ForbiddenAction, Rejected) as exc:
             return refused(exc)
         return reply(views.cancelled(result, changed))

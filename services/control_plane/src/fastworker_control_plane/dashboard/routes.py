@@ -84,14 +84,14 @@ class DashboardRoutes:
                 state = TaskState(status) if status else None
             except ValueError:
                 raise BadRequest(f"status must be one of {[str(s) for s in TaskState]}") from None
-            results = self.engine.board.list_tasks(state, limit, self.now)
+            results = self.engine.view.list_tasks(state, limit, self.now)
             return [views.task_summary(r) for r in results]
 
         return _answer(parse)
 
     async def task(self, request: web.Request) -> web.Response:
         task_id = request.match_info["task_id"]
-        record = self.engine.board.record(task_id, self.now, count=False)
+        record = self.engine.view.task(task_id, self.now)
         if record is None:
             message = f"task {task_id} is unknown or its result has expired"
             return _reply({"error": "task_not_found", "message": message}, 404)
@@ -134,12 +134,12 @@ class DashboardRoutes:
             action = request.match_info["action"]
             purged = 0
             if action == "purge":
-                purged = self.engine.purge_queue(queue)
-                self.engine.acted("queue.purge", queue, SOURCE, purged=purged)
+                purged = self.engine.operations.purge_queue(queue)
+                self.engine.operations.acted("queue.purge", queue, SOURCE, purged=purged)
             else:
-                self.engine.pause_queue(queue, action == "pause")
-                self.engine.acted(f"queue.{action}", queue, SOURCE)
-            await self.engine.durable()
+                self.engine.operations.pause_queue(queue, action == "pause")
+                self.engine.operations.acted(f"queue.{action}", queue, SOURCE)
+            await self.engine.outbox.durable()
         except (actions.BadAction, actions.ForbiddenAction, Rejected) as exc:
             return _refused(exc)
         return _reply(views.queue_acted(self.engine, queue, purged))
@@ -150,10 +150,10 @@ class DashboardRoutes:
             change = actions.limit_change(
                 request.match_info["scope"], request.match_info["name"], await request.read()
             )
-            self.engine.set_limit(
+            self.engine.operations.set_limit(
                 change.scope, change.name, change.rate, change.concurrency, reset=change.reset
             )
-            self.engine.acted(
+            self.engine.operations.acted(
                 "limit.set",
                 f"{change.scope}:{change.name}",
                 SOURCE,
@@ -161,7 +161,7 @@ class DashboardRoutes:
                 concurrency=change.concurrency,
                 reset=change.reset,
             )
-            await self.engine.durable()
+            await self.engine.outbox.durable()
         except (actions.BadAction, actions.ForbiddenAction, Rejected) as exc:
             return _refused(exc)
         return _reply(views.limits(self.engine, self.now))

@@ -11,7 +11,6 @@ import msgspec
 from fastworker import __version__
 from fastworker.tracing import trace_id_of
 from fastworker_control_plane.action_log import Action
-from fastworker_control_plane.core.queue_views import limit_infos, queue_infos
 from fastworker_control_plane.core.records import TaskRecord
 from fastworker_control_plane.engine import Engine
 from fastworker_control_plane.events import Event
@@ -29,23 +28,23 @@ class Identity:
 
 
 def overview(engine: Engine, me: Identity) -> dict[str, Any]:
-    board = engine.board
-    cache = board.results
+    view = engine.view
+    cache = view.results_stats
     return {
         "instance_id": me.instance_id,
         "version": __version__,
         "started_at": me.started_at,
-        "queues": {str(p): board.queues.depth(p) for p in Priority.by_rank()},
-        "scheduled": board.waiting_for_time(),
-        "in_flight": sum(len(slot.in_flight) for slot in board.workers),
-        "workers": len(board.workers),
-        "totals": board.stats.totals(),
+        "queues": {str(p): view.depth(p) for p in Priority.by_rank()},
+        "scheduled": view.waiting_for_time(),
+        "in_flight": view.in_flight(),
+        "workers": view.workers,
+        "totals": view.stats.totals(),
         "results": {
-            "size": len(cache),
-            "bytes": cache.bytes,
-            "hits": cache.stats.hits,
-            "misses": cache.stats.misses,
-            "evictions": cache.stats.evictions,
+            "size": view.results,
+            "bytes": view.results_bytes,
+            "hits": cache.hits,
+            "misses": cache.misses,
+            "evictions": cache.evictions,
         },
         "events": {"published": engine.events.published, "dropped": engine.events.dropped},
     }
@@ -53,7 +52,7 @@ def overview(engine: Engine, me: Identity) -> dict[str, Any]:
 
 def workers(engine: Engine, now: float) -> list[dict[str, Any]]:
     out = []
-    for info in engine.board.list_workers(now):
+    for info in engine.view.list_workers(now):
         item = msgspec.structs.asdict(info)
         item["last_heartbeat"] = now - info.last_seen_ago
         out.append(item)
@@ -119,7 +118,7 @@ def workflow(info: WorkflowInfo) -> dict[str, Any]:
 
 def registered(engine: Engine) -> list[Any]:
     """Every registration, each field listed (the wire leaves defaults out)."""
-    signatures = engine.board.catalog.signatures
+    signatures = engine.view.signatures
     return [_whole(signatures[name]) for name in sorted(signatures)]
 
 
@@ -135,11 +134,11 @@ def _by_wire_name(struct: msgspec.Struct) -> dict[str, Any]:
 
 
 def schedules(engine: Engine, now: float) -> list[Any]:
-    return [msgspec.to_builtins(s) for s in engine.board.schedules.infos()]
+    return [msgspec.to_builtins(s) for s in engine.view.schedule_infos()]
 
 
 def throughput(engine: Engine, now: float, window: int) -> dict[str, Any]:
-    points = engine.board.stats.throughput.points(now, window)
+    points = engine.view.stats.throughput.points(now, window)
     return {
         "interval": 1.0,
         "points": [{"t": t, "succeeded": ok, "failed": failed} for t, ok, failed in points],
@@ -148,17 +147,17 @@ def throughput(engine: Engine, now: float, window: int) -> dict[str, Any]:
 
 def queues(engine: Engine, now: float) -> list[dict[str, Any]]:
     """The named queues: depth per priority, oldest age, running, workers, paused, limits."""
-    return [msgspec.structs.asdict(q) for q in queue_infos(engine.board, now)]
+    return [msgspec.structs.asdict(q) for q in engine.view.queue_infos(now)]
 
 
 def limits(engine: Engine, now: float) -> list[dict[str, Any]]:
     """The rate and concurrency limits in effect, on queues and on task names."""
-    return [msgspec.structs.asdict(limit) for limit in limit_infos(engine.board, now)]
+    return [msgspec.structs.asdict(limit) for limit in engine.view.limit_infos(now)]
 
 
 def queue_acted(engine: Engine, queue: str, purged: int = 0) -> dict[str, Any]:
     """A queue after a pause, resume or purge (as the wire's ``queue_acted``)."""
-    return {"queue": queue, "paused": queue in engine.board.queues.paused, "purged": purged}
+    return {"queue": queue, "paused": engine.view.is_paused(queue), "purged": purged}
 
 
 def queue_state(engine: Engine, now: float) -> dict[str, Any]:

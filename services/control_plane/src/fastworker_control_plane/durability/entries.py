@@ -12,12 +12,13 @@ for ``WorkflowBook.restore``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fastworker_control_plane.core import runtime_schedules
 from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.board_types import Change
+from fastworker_control_plane.core.board_view import BoardView
 from fastworker_control_plane.core.limits import Scope, Setting
 from fastworker_control_plane.core.periodic import PeriodicState
 from fastworker_control_plane.core.workflow_records import WorkflowRecord
@@ -53,28 +54,33 @@ GONE_PER_ENTRY = 10_000  # dead-letter ids per DeadGone entry
 
 
 class Recorder:
-    """Turns the board's transitions into entries, as they happen.
+    """Turns the board's transitions into entries, as they happen, reading the rest of
+    what changed (periodic progress, controls, run-time schedules) through ``view``.
 
     Each change carries its task's record, so a task that finished and left the result
     cache before the entries were made is still written final (reading it back from the
     cache would miss it, and the task would run again after a restart).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, view: BoardView) -> None:
+        self._view = view
         self._periodics: dict[str, PeriodicState] = {}  # as last written
         self.controls_version = 0  # the board's ``controls_version`` last written
         self._defined: dict[str, ScheduleSpec] = {}  # run-time schedules, as last written
-        self.schedules_version = 0  # the board's ``schedules.version`` last written
+        self.schedules_version = 0  # the board's ``schedules_version`` last written
 
-    def behind(self, board: TaskBoard) -> bool:
+    def behind(self) -> bool:
         """Whether the board has changes not yet made entries of (beyond transitions)."""
+        view = self._view
         return (
-            board.controls_version != self.controls_version
-            or board.schedules.version != self.schedules_version
-            or bool(board.dead_letters.removed)
+            view.controls_version != self.controls_version
+            or view.schedules_version != self.schedules_version
         )
 
-    def entries(self, changes: Iterable[Change], board: TaskBoard) -> list[Entry]:
+    def entries(self, changes: Iterable[Change], gone: Sequence[str] = ()) -> list[Entry]:
+        """The entries for ``changes`` and the dead letters ``gone`` (retried or purged),
+        and for what else changed on the board since the last call."""
+        view = self._view
         entries: list[Entry] = []
         done: set[str] = set()  # a task failed and retried within the batch: one Done
         for change in changes:
@@ -97,26 +103,24 @@ class Recorder:
                 done.add(record.id)
                 entries.append(Done(task=stored_task(record)))
                 if record.state == TaskState.FAILURE:
-                    letter = board.dead_letters.peek(record.id)
+                    letter = view.dead_letter(record.id)
                     if letter is not None:
                         entries.append(Dead(letter=stored_dead(letter)))
-        if board.schedules.version != self.schedules_version:
-            self.schedules_version = board.schedules.version
-            entries += self._definitions(board.schedules.defined)
-        for periodic in board.periodics.values():
-            state = periodic.state()
-            if self._periodics.get(periodic.name) != state:
-                self._periodics[periodic.name] = state
+        if view.schedules_version != self.schedules_version:
+            self.schedules_version = view.schedules_version
+            entries += self._definitions(view.schedule_definitions())
+        for state in view.periodic_states():
+            if self._periodics.get(state.name) != state:
+                self._periodics[state.name] = state
                 entries.append(Tick(periodic=stored_periodic(state)))
-        if board.controls_version != self.controls_version:
-            self.controls_version = board.controls_version
-            entries.append(controls(board))
-        gone = board.dead_letters.take_removed()
+        if view.controls_version != self.controls_version:
+            self.controls_version = view.controls_version
+            entries.append(controls(view))
         for at in range(0, len(gone), GONE_PER_ENTRY):  # a purge of 100,000: ten entries
-            entries.append(DeadGone(task_ids=gone[at : at + GONE_PER_ENTRY]))
+            entries.append(DeadGone(task_ids=list(gone[at : at + GONE_PER_ENTRY])))
         return entries
 
-    def _definitions(self, defined: dict[str, ScheduleSpec]) -> list[Entry]:
+    def _definitions(self, defined: Mapping[str, ScheduleSpec]) -> list[Entry]:
         """The run-time schedules made, replaced or dropped since last written; each one's
         progress is written again after (a definition starts it afresh on replay)."""
         entries: list[Entry] = []
@@ -132,29 +136,29 @@ class Recorder:
         return entries
 
 
-def controls(board: TaskBoard) -> Controls:
+def controls(view: BoardView) -> Controls:
     return Controls(
-        paused=sorted(board.queues.paused),
+        paused=view.paused(),
         limits=[
             StoredLimit(scope=str(scope), name=name, rate=s.rate, concurrency=s.concurrency)
-            for (scope, name), s in sorted(board.limits.settings.items())
+            for (scope, name), s in sorted(view.limit_settings().items())
         ],
     )
 
 
 def snapshot(board: TaskBoard, now: float) -> list[Entry]:
     """The board's whole durable state as entries: what a compacted journal holds."""
-    kept = sorted(board.results.values(now), key=lambda r: r.finished_at or 0.0)
-    periodics = [p.state() for p in board.periodics.values()]
-    periodics += board.saved_periodics.values()
-    defined = board.schedules.defined.values()
+    view = BoardView(board)
+    kept = sorted(view.kept_results(now), key=lambda r: r.finished_at or 0.0)
+    periodics = [*view.periodic_states(), *view.saved_periodic_states()]
+    defined = view.schedule_definitions().values()
     return [
         *(Done(task=stored_task(record)) for record in kept),
-        *(Put(task=stored_task(record)) for record in board.live_records()),
+        *(Put(task=stored_task(record)) for record in view.live_records()),
         *(ScheduleDefined(schedule=stored_schedule(spec)) for spec in defined),  # then Ticks
         *(Tick(periodic=stored_periodic(state)) for state in periodics),
-        *([controls(board)] if board.queues.paused or board.limits.settings else []),
-        *(Dead(letter=stored_dead(letter)) for letter in board.dead_letters.letters()),
+        *([controls(view)] if view.paused() or view.limit_settings() else []),
+        *(Dead(letter=stored_dead(letter)) for letter in view.dead_letters()),
     ]
 
 
@@ -206,8 +210,9 @@ class Recovered:
     def restore(self, board: TaskBoard, now: float) -> int:
         """Put everything back on ``board``; returns how many tasks were redelivered
         (a subworker held them when the control plane stopped)."""
+        view = BoardView(board)
         for task in sorted(self.final.values(), key=lambda t: t.finished_at or 0.0):
-            ttl = board.results.ttl if task.result_ttl is None else task.result_ttl
+            ttl = view.result_ttl if task.result_ttl is None else task.result_ttl
             if (task.finished_at or 0.0) + ttl > now:
                 board.keep(task_record(task))
         # Oldest first, through the store's own bounds: expired ones are not kept.
@@ -217,15 +222,15 @@ class Recovered:
         for task in sorted(self.live.values(), key=lambda t: t.seq):  # in queue order
             redelivered += task.state in _STEPS
             board.adopt(task_record(task), now)
-        board.saved_periodics.update({n: periodic_state(p) for n, p in self.periodics.items()})
+        board.schedules.save([periodic_state(p) for p in self.periodics.values()])
         specs = [schedule_spec(s) for s in self.schedules.values()]
         # Each takes its progress from saved
         self.dropped_schedules = runtime_schedules.restore(board, specs, now)
-        board.queues.paused.update(self.controls.paused)
-        board.limits.restore(
+        board.restore_controls(
+            self.controls.paused,
             {
                 (Scope(limit.scope), limit.name): Setting(limit.rate, limit.concurrency)
                 for limit in self.controls.limits
-            }
+            },
         )
         return redelivered

@@ -43,12 +43,12 @@ class RegistrationHandler:
                 engine.heard(worker_id, pipe_id, message.received)
                 if message.started or message.outcomes:
                     engine.report(worker_id, message.started, message.outcomes)
-                    await engine.durable()
+                    await engine.outbox.durable()
                 return await engine.assign(worker_id, min(wait, self._max_fetch_wait), prefetch)
             case Report(worker_id=worker_id, started=started, outcomes=outcomes):
                 engine.heard(worker_id, pipe_id, message.received)
                 engine.report(worker_id, started, outcomes)
-                await engine.durable()
+                await engine.outbox.durable()
                 return Ack()
             case Register(worker_id=worker_id, name=name, concurrency=concurrency, tasks=tasks):
                 local = worker_id == self._local_worker_id

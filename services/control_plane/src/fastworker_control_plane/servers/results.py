@@ -3,12 +3,11 @@ listings, queue and limit controls, workflows' state and cancel, dead letters, r
 schedules).
 
 Operators' actions that change something are noted in the engine's action log
-(``engine.acted``, source ``"client"``: the SDK and the CLI come in here)."""
+(``engine.operations.acted``, source ``"client"``: the SDK and the CLI come in here)."""
 
 from __future__ import annotations
 
 from fastworker_control_plane.core.limits import Scope
-from fastworker_control_plane.core.queue_views import limit_infos, queue_infos
 from fastworker_control_plane.engine import Engine
 from fastworker_protocol import (
     AddSchedule,
@@ -76,8 +75,8 @@ class ResultsHandler:
             case Cancel(task_id=task_id):
                 result, changed = engine.cancel(task_id)
                 if changed:
-                    engine.acted("task.cancel", task_id, SOURCE)
-                await engine.durable()
+                    engine.operations.acted("task.cancel", task_id, SOURCE)
+                await engine.outbox.durable()
                 return Cancelled(task_id=task_id, status=result.status, changed=changed)
             case GetWorkflow(workflow_id=workflow_id, wait=wait):
                 if wait is None:
@@ -85,42 +84,42 @@ class ResultsHandler:
                 return await engine.workflows.wait(workflow_id, min(wait, self._max_wait))
             case CancelWorkflow(workflow_id=workflow_id):
                 cancelled = engine.workflows.cancel(workflow_id)
-                await engine.durable()
+                await engine.outbox.durable()
                 return cancelled
             case ListTasks(status=status, limit=limit):
                 # Cut to fit: large results must not make every listing oversize.
-                listing = engine.board.task_listing(status, min(limit, MAX_LISTED), engine.clock())
+                listing = engine.view.task_listing(status, min(limit, MAX_LISTED), engine.clock())
                 return TaskList(tasks=listing.tasks, more=listing.more)
             case ListWorkers():
-                return WorkerList(workers=engine.board.list_workers(engine.clock()))
+                return WorkerList(workers=engine.view.list_workers(engine.clock()))
             case ListSchedules():
-                return ScheduleList(schedules=engine.board.schedules.infos())
+                return ScheduleList(schedules=engine.view.schedule_infos())
             case AddSchedule(schedule=spec):
-                added = engine.add_schedule(spec, source="client")
-                await engine.durable()
+                added = engine.operations.add_schedule(spec, source="client")
+                await engine.outbox.durable()
                 return added
             case RemoveSchedule(name=name):
-                removed = engine.remove_schedule(name, source="client")
-                await engine.durable()
+                removed = engine.operations.remove_schedule(name, source="client")
+                await engine.outbox.durable()
                 return removed
             case ListQueues():
-                return QueueList(queues=queue_infos(engine.board, engine.clock()))
+                return QueueList(queues=engine.view.queue_infos(engine.clock()))
             case QueueAction(queue=queue, action=action):
                 purged = 0
                 if action == "purge":
-                    purged = engine.purge_queue(queue)
+                    purged = engine.operations.purge_queue(queue)
                 else:
-                    engine.pause_queue(queue, action == "pause")
+                    engine.operations.pause_queue(queue, action == "pause")
                 detail = {"purged": purged} if action == "purge" else {}
-                engine.acted(f"queue.{action}", queue, SOURCE, **detail)
-                await engine.durable()
-                paused = queue in engine.board.queues.paused
+                engine.operations.acted(f"queue.{action}", queue, SOURCE, **detail)
+                await engine.outbox.durable()
+                paused = engine.view.is_paused(queue)
                 return QueueActed(queue=queue, paused=paused, purged=purged)
             case ListLimits():
-                return LimitList(limits=limit_infos(engine.board, engine.clock()))
+                return LimitList(limits=engine.view.limit_infos(engine.clock()))
             case SetLimit(scope=scope, name=name, rate_limit=rate, concurrency_limit=limit):
-                engine.set_limit(Scope(scope), name, rate, limit, reset=message.reset)
-                engine.acted(
+                engine.operations.set_limit(Scope(scope), name, rate, limit, reset=message.reset)
+                engine.operations.acted(
                     "limit.set",
                     name,
                     SOURCE,
@@ -129,16 +128,16 @@ class ResultsHandler:
                     concurrency_limit=limit,
                     reset=message.reset,
                 )
-                await engine.durable()
-                return LimitList(limits=limit_infos(engine.board, engine.clock()))
+                await engine.outbox.durable()
+                return LimitList(limits=engine.view.limit_infos(engine.clock()))
             case ListFailed(filter=selection, limit=limit):
-                return engine.list_failed(selection, limit)
+                return engine.operations.list_failed(selection, limit)
             case RetryFailed(filter=selection, all_matching=all_matching):
-                retried = engine.retry_failed(selection, all_matching, SOURCE)
-                await engine.durable()
+                retried = engine.operations.retry_failed(selection, all_matching, SOURCE)
+                await engine.outbox.durable()
                 return retried
             case PurgeFailed(filter=selection, all_matching=all_matching):
-                dropped = engine.purge_failed(selection, all_matching, SOURCE)
-                await engine.durable()
+                dropped = engine.operations.purge_failed(selection, all_matching, SOURCE)
+                await engine.outbox.durable()
                 return dropped
         raise AssertionError(f"unexpected {message!r}")  # ReplyServer filters by SERVES

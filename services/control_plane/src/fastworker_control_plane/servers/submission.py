@@ -33,14 +33,14 @@ class SubmissionHandler:
             raise Rejected(ErrorCode.SHUTTING_DOWN, "the control plane is shutting down")
         if isinstance(message, SubmitWorkflow):
             accepted = self._engine.workflows.submit(message)
-            await self._engine.durable()
+            await self._engine.outbox.durable()
             return accepted
         assert isinstance(message, Submit)
         if not message.atomic:
             if message.wait is not None:
                 raise Rejected(ErrorCode.INVALID_MESSAGE, "a non-atomic submit cannot wait")
             task_ids, rejected = self._engine.submit_each(message.tasks, self._priority)
-            await self._engine.durable()
+            await self._engine.outbox.durable()
             return Accepted(
                 task_ids=task_ids,
                 rejected=[
@@ -48,7 +48,7 @@ class SubmissionHandler:
                 ],
             )
         task_ids = self._engine.submit(message.tasks, self._priority)
-        await self._engine.durable()
+        await self._engine.outbox.durable()
         if message.wait is None:
             return Accepted(task_ids=task_ids)
         results = await self._engine.wait(task_ids, min(message.wait, self._max_wait))
