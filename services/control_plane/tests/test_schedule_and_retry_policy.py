@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from fastworker_control_plane.core.retry_policy import RetryPolicy
 from fastworker_control_plane.core.schedule import Schedule
 from fastworker_protocol import FailureReason, TaskError, TaskSignature
+from fastworker_protocol.attempts import RetryPolicy
 
 
 def always(task_id: str) -> bool:

@@ -1,4 +1,16 @@
-"""One task's life by the rules a control plane's board applies (``eager()`` runs tasks by it).
+"""Retries, and one task's life by the rules a control plane's board applies.
+
+``RetryPolicy`` decides whether and when a failed attempt is tried again, with
+exponential backoff and full jitter: the n-th retry waits a time drawn uniformly from
+``[0, min(cap, base * 2 ** (n - 1))]`` (AWS's "full jitter"), so retries of many failing
+tasks spread out instead of arriving together; the random source is handed in. Which
+exceptions ``retry_on`` covers is decided by the subworker, which still has the exception
+and checks it with ``isinstance`` (so subclasses match), and arrives as the outcome's
+``retryable``; only for outcomes without that verdict (older or other-language
+subworkers) does the policy fall back to comparing class names. The control plane's board
+and ``eager()`` both apply it.
+
+``Life`` is one task's life under ``eager()``, moved by the same rules.
 
 Its states go through the transition table of ``fastworker_protocol.states`` (the table the
 board's records apply), so an eager task can only be where a real one can: queued (or
@@ -9,16 +21,70 @@ only an exception (not a timeout or an unsendable result) that ``retry_on`` cove
 fewer than ``max_retries`` retries were made (a negative number counting as none). The
 final error lists every attempt's only when there were retries, as on the board.
 
-The retry rule and the summary are the board's (``core/retry_policy`` of the control
-plane), which the client cannot import: they are restated here, and the shared scenario
-table (``tests/integration/test_scenarios.py``) holds the two to the same outcomes. Pure:
-no clock, no I/O.
+The retry rule and the summary are the board's own (below); the shared scenario table
+(``tests/integration/test_scenarios.py``) holds eager and the real board to the same
+outcomes. Pure: no clock, no I/O, no entropy.
 """
 
 from __future__ import annotations
 
-from fastworker_protocol import FailureReason, TaskError, TaskState
-from fastworker_protocol.states import TaskEvent, next_task_state
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from fastworker_protocol.messages import TaskError, TaskSignature
+from fastworker_protocol.reasons import FailureReason
+from fastworker_protocol.states import TaskEvent, TaskState, next_task_state
+
+Uniform = Callable[[float, float], float]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_retries: int = 0
+    backoff: float = 1.0
+    backoff_max: float = 600.0
+    retry_on: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, signature: TaskSignature) -> RetryPolicy:
+        return cls(
+            max(0, signature.max_retries),
+            max(0.0, signature.retry_backoff),
+            max(0.0, signature.retry_backoff_max),
+            frozenset(signature.retry_on),
+        )
+
+    def retries(
+        self,
+        error: TaskError,
+        retries_so_far: int,
+        max_retries: int | None,
+        retryable: bool | None = None,
+    ) -> bool:
+        """Whether a failure with ``error`` is retried (``max_retries`` overrides ours;
+        ``retryable`` is the subworker's ``retry_on`` verdict, ``None`` if it gave none)."""
+        limit = self.max_retries if max_retries is None else max(0, max_retries)
+        if retries_so_far >= limit or error.reason != FailureReason.EXCEPTION:
+            return False
+        if retryable is not None:
+            return retryable
+        return not self.retry_on or error.type in self.retry_on
+
+    def delay(self, retry: int, uniform: Uniform) -> float:
+        """Seconds before retry number ``retry`` (1 for the first retry)."""
+        ceiling = min(self.backoff_max, self.backoff * 2 ** (retry - 1))
+        return uniform(0.0, ceiling)
+
+
+def summarized(last: TaskError, errors: list[TaskError]) -> TaskError:
+    """The last attempt's error, its message followed by every attempt's."""
+    lines = "; ".join(f"attempt {n}: {e.type}: {e.message}" for n, e in enumerate(errors, 1))
+    return TaskError(
+        type=last.type,
+        message=f"{last.message} (after {len(errors)} attempts: {lines})",
+        traceback=last.traceback,
+        reason=last.reason,
+    )
 
 
 class Life:
@@ -27,7 +93,7 @@ class Life:
     def __init__(self, max_retries: int, *, delayed: bool) -> None:
         self.state = TaskState.PENDING
         self.attempts = 0
-        self._max_retries = max(0, max_retries)
+        self._policy = RetryPolicy(max_retries=max(0, max_retries))
         self._retried: list[TaskError] = []  # the errors of the attempts retried
         if delayed:
             self._on(TaskEvent.SCHEDULE)
@@ -49,11 +115,7 @@ class Life:
         """The attempt failed with ``error`` (``retryable``: ``retry_on`` covers it);
         whether the task is tried again."""
         self._on(TaskEvent.FAIL)
-        retried = (
-            retryable
-            and error.reason == FailureReason.EXCEPTION
-            and len(self._retried) < self._max_retries
-        )
+        retried = self._policy.retries(error, len(self._retried), None, retryable)
         if retried:
             self._retried.append(error)
             self._on(TaskEvent.RETRY)
@@ -68,18 +130,7 @@ class Life:
         if not self._retried:
             return last, []
         every = [*self._retried, last]
-        return _summarized(last, every), every
+        return summarized(last, every), every
 
     def _on(self, event: TaskEvent) -> None:
         self.state = next_task_state(self.state, event)
-
-
-def _summarized(last: TaskError, errors: list[TaskError]) -> TaskError:
-    """The last attempt's error, its message followed by every attempt's."""
-    lines = "; ".join(f"attempt {n}: {e.type}: {e.message}" for n, e in enumerate(errors, 1))
-    return TaskError(
-        type=last.type,
-        message=f"{last.message} (after {len(errors)} attempts: {lines})",
-        traceback=last.traceback,
-        reason=last.reason,
-    )

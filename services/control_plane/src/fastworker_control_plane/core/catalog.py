@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from fastworker_control_plane.core.arguments import ArgumentChecker
 from fastworker_control_plane.core.limits import Limits
 from fastworker_control_plane.core.rejected import Rejected
-from fastworker_control_plane.core.retry_policy import RetryPolicy
 from fastworker_protocol import DEFAULT_QUEUE, ErrorCode, TaskSignature
+from fastworker_protocol.attempts import RetryPolicy
 
 
 class Catalog:

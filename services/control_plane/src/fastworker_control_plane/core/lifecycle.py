@@ -14,9 +14,9 @@ from fastworker_control_plane.core.dead_letters import DeadLetters, from_record
 from fastworker_control_plane.core.effects import Effects
 from fastworker_control_plane.core.entropy import Entropy
 from fastworker_control_plane.core.limits import Limits
+from fastworker_control_plane.core.losses import lost_too_often
 from fastworker_control_plane.core.named_queues import NamedQueues
 from fastworker_control_plane.core.records import TaskRecord
-from fastworker_control_plane.core.retry_policy import RetryPolicy, lost_too_often
 from fastworker_control_plane.core.schedule import Schedule
 from fastworker_control_plane.core.stats import Tally, TaskLine, TaskStats
 from fastworker_control_plane.core.task_store import TaskStore
@@ -30,6 +30,7 @@ from fastworker_protocol import (
     TaskSpec,
     TaskState,
 )
+from fastworker_protocol.attempts import RetryPolicy
 
 # Times a task may go back to its queue because a lost subworker held it unstarted.
 MAX_RETURNS = 25

@@ -12,8 +12,8 @@ from collections.abc import Collection, Iterable
 from fastworker_control_plane.core.dispatch_policy import RunTimes
 from fastworker_control_plane.core.effects import Effects
 from fastworker_control_plane.core.lifecycle import HELD, Lifecycle, line
+from fastworker_control_plane.core.losses import crashed, lost_reason
 from fastworker_control_plane.core.records import TaskRecord
-from fastworker_control_plane.core.retry_policy import crashed, lost_reason, summarized
 from fastworker_control_plane.core.workers import (
     WorkerRegistry,
     WorkerSlot,
@@ -21,6 +21,7 @@ from fastworker_control_plane.core.workers import (
     silent_past_limit,
 )
 from fastworker_protocol import FailureReason, Outcome, TaskError, TaskEvent, TaskState
+from fastworker_protocol.attempts import summarized
 
 _RECLAIMABLE = (TaskState.QUEUED, *HELD)
 
