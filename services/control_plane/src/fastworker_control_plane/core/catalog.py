@@ -17,7 +17,7 @@ class Catalog:
         self.signatures: dict[str, TaskSignature] = {}
         self.checkers: dict[str, ArgumentChecker] = {}
         self._policies: dict[str, RetryPolicy] = {}
-        self._timeouts: dict[str, float] = {}
+        self._time_limits: dict[str, float] = {}
         self._queues: dict[str, str] = {}
         self._result_ttls: dict[str, float] = {}
 
@@ -35,7 +35,7 @@ class Catalog:
         self.signatures.update({s.name: s for s in signatures})
         self._queues.update({s.name: s.queue for s in signatures})
         self._policies.update({s.name: RetryPolicy.of(s) for s in signatures})
-        self._timeouts.update(
+        self._time_limits.update(
             {s.name: s.time_limit for s in signatures if s.time_limit is not None}
         )
         self._result_ttls.update(
@@ -48,8 +48,8 @@ class Catalog:
     def queue(self, name: str) -> str:
         return self._queues.get(name, DEFAULT_QUEUE)
 
-    def timeout(self, name: str) -> float | None:
-        return self._timeouts.get(name)
+    def time_limit(self, name: str) -> float | None:
+        return self._time_limits.get(name)
 
     def result_ttl(self, name: str) -> float | None:
         """How long the task's results are kept (``None``: the control plane's default)."""

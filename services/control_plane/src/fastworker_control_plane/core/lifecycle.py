@@ -85,8 +85,8 @@ class Lifecycle:
         record.id = spec.id or self.entropy.new_id()
         self.store.remember_key(record, now)
         record.queue = spec.queue or self.catalog.queue(record.name)
-        if record.timeout is None:
-            record.timeout = self.catalog.timeout(record.name)
+        if record.time_limit is None:
+            record.time_limit = self.catalog.time_limit(record.name)
         self.store.add(record)
         record.line = self.stats.line(record.name, record.priority)
         record.line.submitted += 1

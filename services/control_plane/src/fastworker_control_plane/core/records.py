@@ -46,7 +46,7 @@ class TaskRecord(msgspec.Struct, gc=False, array_like=True, omit_defaults=True):
     error: TaskError | None = None
     eta: float | None = None
     max_retries: int | None = None  # this submission's override of the task's policy
-    timeout: float | None = None
+    time_limit: float | None = None
     retries: int = 0
     lost: int = 0  # times the worker running it was lost
     returned: int = 0  # times a lost worker held it without having started it
@@ -78,7 +78,7 @@ class TaskRecord(msgspec.Struct, gc=False, array_like=True, omit_defaults=True):
             size,
             eta=spec.eta,
             max_retries=spec.max_retries,
-            timeout=spec.time_limit,
+            time_limit=spec.time_limit,
             idempotency_key=spec.idempotency_key,
         )
 
@@ -119,7 +119,7 @@ class TaskRecord(msgspec.Struct, gc=False, array_like=True, omit_defaults=True):
             kwargs=self.kwargs,
             headers=self.headers,
             attempt=self.attempts,
-            time_limit=self.timeout,
+            time_limit=self.time_limit,
             priority=self.priority,
             queue=self.queue,
             eta=self.eta,

@@ -138,9 +138,12 @@ def overdue(
     for slot in workers:
         for task_id in slot.in_flight:
             record = tasks.get(task_id)
-            if record is None or record.state != TaskState.RUNNING or record.timeout is None:
+            if record is None or record.state != TaskState.RUNNING or record.time_limit is None:
                 continue
-            if record.started_at is not None and now > record.started_at + record.timeout + margin:
+            if (
+                record.started_at is not None
+                and now > record.started_at + record.time_limit + margin
+            ):
                 late.append(record)
     return late
 

@@ -68,7 +68,7 @@ class StoredTask(msgspec.Struct, omit_defaults=True, gc=False):
     error: StoredError | None = None
     eta: float | None = None
     max_retries: int | None = None
-    timeout: float | None = None
+    time_limit: float | None = msgspec.field(default=None, name="timeout")  # its old name
     retries: int = 0
     lost: int = 0
     returned: int = 0
@@ -221,7 +221,7 @@ def stored_task(record: TaskRecord) -> StoredTask:
         None if record.error is None else stored_error(record.error),
         record.eta,
         record.max_retries,
-        record.timeout,
+        record.time_limit,
         record.retries,
         record.lost,
         record.returned,
@@ -255,7 +255,7 @@ def task_record(task: StoredTask) -> TaskRecord:
         error=None if task.error is None else task_error(task.error),
         eta=task.eta,
         max_retries=task.max_retries,
-        timeout=task.timeout,
+        time_limit=task.time_limit,
         retries=task.retries,
         lost=task.lost,
         returned=task.returned,
