@@ -261,7 +261,7 @@ class ControlPlane:
             discovery=cfg.bind(cfg.discovery_port),
             advertised=cfg.advertised,
             local_concurrency=cfg.local_concurrency,
-            tasks=engine.board.known_task_names(),
+            tasks=engine.view.known_task_names(),
         )
 
     def _bind(self, factory: type[pynng.Socket], addresses: list[str]) -> pynng.Socket:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator, Mapping
 
+from fastworker_control_plane.core import queue_controls
 from fastworker_control_plane.core.board import TaskBoard
 from fastworker_control_plane.core.board_types import BoardConfig
 from fastworker_control_plane.core.dead_letters import Kept
@@ -59,6 +60,14 @@ class BoardView:
     def live_records(self) -> list[TaskRecord]:
         """Every live task (what a journal snapshot writes)."""
         return self._board.live_records()
+
+    def __len__(self) -> int:
+        """Live (not final) tasks."""
+        return len(self._board)
+
+    def next_limit_due(self, now: float) -> float | None:
+        """When a spent rate limit next lets a queued task go (``None``: none waits)."""
+        return queue_controls.next_limit_due(self._board, now)
 
     def waiting_for_time(self) -> int:
         return self._board.waiting_for_time()

@@ -38,7 +38,6 @@ from fastworker_common.errors import FastWorkerError, Timeout, rejection
 from fastworker_common.supervision import Fault, Supervisor
 from fastworker_control_plane.assembly import Assembly, Endpoint, Pace
 from fastworker_control_plane.config import ControlPlaneConfig
-from fastworker_control_plane.core import queue_controls
 from fastworker_control_plane.core.result_cache import DEFAULT_TTL
 from fastworker_control_plane.engine import Engine
 from fastworker_control_plane.servers.responder import Responder
@@ -290,7 +289,7 @@ class Cluster:
                 return wait  # a hand-over in flight (an outcome on its way back)
             self._finish_goal(None)
         elif goal is not None:
-            left = len(self._engine.board)
+            left = len(self._engine.view)
             stuck = self._stuck()
             if not left:
                 self._finish_goal(None)
@@ -315,14 +314,14 @@ class Cluster:
         waits for work (a queue none of them serves, a paused queue...), and no task is
         waiting for its time."""
         assert self._engine is not None
-        board = self._engine.board
-        if any(r.state != TaskState.QUEUED for r in board.live_records()):
+        view = self._engine.view
+        if any(r.state != TaskState.QUEUED for r in view.live_records()):
             return None
-        if queue_controls.next_limit_due(board, self.clock()) is not None:
+        if view.next_limit_due(self.clock()) is not None:
             return None  # a rate limit lets them go in time
         fetching = self._engine.fetching
         if all(w.worker_id in fetching for w in self.workers if w.registered):
-            return f"{len(board)} tasks are queued that no subworker here can take now"
+            return f"{len(view)} tasks are queued that no subworker here can take now"
         return None
 
     def _check(self) -> None:
@@ -344,7 +343,7 @@ class Cluster:
 
     def _tasks(self, states: tuple[TaskState, ...], *, final: bool) -> list[TaskResult]:
         assert self._engine is not None
-        everything = self._engine.board.list_tasks(None, 1 << 30, self.clock())
+        everything = self._engine.view.list_tasks(None, 1 << 30, self.clock())
         chosen = [r for r in everything if (r.status.is_final if final else r.status in states)]
         chosen.reverse()  # oldest first
         return chosen
