@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from fastworker._callbacks import EVENTS_BUFFER, CompletionWatcher
+from fastworker_common.errors import Unauthorized
 from fastworker_protocol import TaskResult, TaskState
 
 
@@ -30,3 +31,21 @@ async def test_thousands_of_unread_results_hold_only_the_newest_and_count_the_re
     # and every callback still ran
     assert len(called) == 500
     watcher.close()
+
+
+async def test_a_refused_token_ends_the_watching_instead_of_retrying_forever() -> None:
+    # Given a control plane that refuses this client's token
+    asked: list[list[str]] = []
+
+    async def refused(task_ids: list[str], wait: float) -> list[TaskResult | None]:
+        asked.append(task_ids)
+        raise Unauthorized("unauthorized", "a token is required")
+
+    watcher = CompletionWatcher(refused)
+    # When it watches a task
+    watcher.watch("t1", lambda result: None)
+    await asyncio.sleep(0)
+    await asyncio.wait_for(asyncio.gather(*watcher._groups), timeout=5)
+    # Then it asked once, stopped, and holds nothing for the task
+    assert asked == [["t1"]]
+    assert watcher.watching == 0

@@ -93,3 +93,37 @@ async def test_closing_a_context_ends_its_pending_receive_with_closed(
         await asyncio.wait_for(receiving, DEADLINE)
     with pytest.raises(pynng.Closed):
         await context.receive()
+
+
+async def test_try_receive_takes_what_has_arrived_and_never_waits(
+    rep: tuple[pynng.Socket, str, Inbox, PendingSends],
+) -> None:
+    # Given a REP context and nothing sent yet
+    sock, address, inbox, sends = rep
+    context = ContextIO(sock.new_context(), inbox, sends)
+    # Then there is nothing to take, at once
+    assert context.try_receive() is None
+    with pynng.Req0(dial=address, recv_timeout=int(DEADLINE * 1000)) as req:
+        # When a request arrives (the socket's receive descriptor says so)
+        readable = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.add_reader(sock.recv_fd, readable.set)
+        try:
+            await asyncio.to_thread(req.send, b"ping")
+            await asyncio.wait_for(readable.wait(), DEADLINE)
+        finally:
+            loop.remove_reader(sock.recv_fd)
+        # Then it is taken with its connection, and the reply goes back on the context
+        received = context.try_receive()
+        assert received is not None
+        data, pipe_id = received
+        assert data == b"ping"
+        assert pipe_id in {p.id for p in sock.pipes}
+        assert context.try_receive() is None  # nothing more
+        pending = context.send(b"pong", pipe_id)
+        if pending is not None:
+            await asyncio.wait_for(pending, DEADLINE)
+        assert await asyncio.to_thread(req.recv) == b"pong"
+    context.close()
+    with pytest.raises(pynng.Closed):
+        context.try_receive()

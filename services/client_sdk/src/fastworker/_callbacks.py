@@ -8,6 +8,7 @@ cost a handful of held requests, and a result arrives as soon as it exists.
 The results also go to :meth:`CompletionWatcher.events`, through a buffer of at most
 ``EVENTS_BUFFER`` results: when nobody reads it fast enough, the oldest are dropped (and
 counted in ``events_dropped``), so a client that never reads events holds no more.
+A refused token ends the watching (logged once): retrying cannot make it right.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from fastworker_common.errors import Unauthorized
 from fastworker_protocol import TaskResult
 
 log = logging.getLogger("fastworker.callbacks")
@@ -73,6 +75,11 @@ class CompletionWatcher:
         while remaining:
             try:
                 results = await self._get_any(remaining, HOLD)
+            except Unauthorized as exc:  # no retry can fix a wrong token: stop watching
+                log.error("watching %d tasks stopped: %s", len(remaining), exc)
+                for task_id in remaining:
+                    self._callbacks.pop(task_id, None)
+                return
             except Exception:
                 log.warning("watching %d tasks failed; retrying", len(remaining), exc_info=True)
                 await asyncio.sleep(1.0)

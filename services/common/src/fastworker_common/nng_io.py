@@ -5,9 +5,15 @@ pynng's async calls allocate an NNG aio, a future and a shielded coroutine per o
 and every completion, sends included, comes back to the event loop from an NNG thread
 through ``call_soon_threadsafe``. Here each context keeps its two aios for its lifetime:
 
-* **Receiving** completes on an NNG thread, which puts the completion in an ``Inbox``;
-  the inbox wakes the event loop once for all the completions that arrive before the
-  loop gets to them (one wakeup per batch, not per message).
+* **Receiving**, for a server (REP): ``try_receive`` takes a request that has already
+  arrived, without waiting, and the event loop watches the socket's receive descriptor
+  (``NNG_OPT_RECVFD``, which NNG raises while a request waits for a context) to know when
+  to ask. No NNG thread runs Python for it: a burst of requests is one wake-up of the
+  loop, which takes them all.
+* **Receiving**, for a client (REQ, whose replies come on contexts the descriptor does
+  not cover): ``receive`` completes on an NNG thread, which puts the completion in an
+  ``Inbox``; the inbox wakes the event loop once for all the completions that arrive
+  before the loop gets to them (one wakeup per batch, not per message).
 * **Sending** uses an aio without a callback. NNG queues a message on a connection that
   is free at once, inside ``nng_ctx_send``, so most sends are done when the call returns
   and cost no hop at all. A send queued behind another message on its connection (a peer
@@ -78,6 +84,7 @@ class ContextIO:
         self._recv_aio: Any = aio_p[0]
         check_err(lib.nng_aio_alloc(aio_p, ffi.NULL, ffi.NULL))
         self._send_aio: Any = aio_p[0]
+        self._msg_p = ffi.new("nng_msg **")  # where try_receive's message is put
         self._receiving: asyncio.Future[tuple[bytes, int]] | None = None
         self._sending: asyncio.Future[None] | None = None
         self._closed = False
@@ -99,6 +106,18 @@ class ContextIO:
         lib.nng_ctx_recv(self._ctx, self._recv_aio)
         return future
 
+    def try_receive(self) -> tuple[bytes, int] | None:
+        """A request that has arrived, with the id of its connection; ``None`` if none is
+        waiting. Never blocks. Raises what NNG reports (``Closed`` once closed)."""
+        assert self._receiving is None, "try_receive while a receive is pending"
+        if self._closed:
+            raise _closed()
+        error = lib.nng_ctx_recvmsg(self._ctx, self._msg_p, lib.NNG_FLAG_NONBLOCK)
+        if error == lib.NNG_EAGAIN:
+            return None
+        check_err(error)
+        return _taken(self._msg_p[0])
+
     def _received_on_nng_thread(self) -> None:
         self._inbox.put(self._received)
 
@@ -113,14 +132,9 @@ class ContextIO:
             if not future.done():
                 future.set_exception(_error(error))
             return
-        msg = lib.nng_aio_get_msg(self._recv_aio)
-        try:
-            data = bytes(ffi.buffer(lib.nng_msg_body(msg), lib.nng_msg_len(msg)))
-            pipe_id = int(lib.nng_pipe_id(lib.nng_msg_get_pipe(msg)))
-        finally:
-            lib.nng_msg_free(msg)
+        received = _taken(lib.nng_aio_get_msg(self._recv_aio))
         if not future.done():  # a cancelled receive drops what came meanwhile
-            future.set_result((data, pipe_id))
+            future.set_result(received)
 
     def cancel_receive(self) -> None:
         if self._receiving is not None and not self._closed:
@@ -226,6 +240,15 @@ class PendingSends:
                 del self._by_pipe[pipe_id]
         if self._by_pipe:
             self._timer = self._loop.call_later(self._poll, self._check)
+
+
+def _taken(msg: Any) -> tuple[bytes, int]:
+    """A received message's body and the id of its connection; the message is freed."""
+    try:
+        data = bytes(ffi.buffer(lib.nng_msg_body(msg), lib.nng_msg_len(msg)))
+        return data, int(lib.nng_pipe_id(lib.nng_msg_get_pipe(msg)))
+    finally:
+        lib.nng_msg_free(msg)
 
 
 def close_pipe(pipe_id: int) -> None:

@@ -19,13 +19,14 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 _GONE_KEPT = 4096  # closed pipe ids remembered (NNG allocates ids in sequence, no reuse soon)
 
 
 @dataclass
 class _Pipe:
-    handlers: set[asyncio.Task[None]] = field(default_factory=set)
+    handlers: set[asyncio.Task[Any]] = field(default_factory=set)
     queued_replies: int = 0
     queued_bytes: int = 0
 
@@ -42,11 +43,11 @@ class Connections:
     def is_gone(self, pipe_id: int) -> bool:
         return pipe_id in self._gone
 
-    def handling(self, pipe_id: int, handler: asyncio.Task[None]) -> None:
+    def handling(self, pipe_id: int, handler: asyncio.Task[Any]) -> None:
         """``handler`` is answering a request from ``pipe_id`` (until ``handled``)."""
         self._pipe(pipe_id).handlers.add(handler)
 
-    def handled(self, pipe_id: int, handler: asyncio.Task[None]) -> None:
+    def handled(self, pipe_id: int, handler: asyncio.Task[Any]) -> None:
         pipe = self._pipes.get(pipe_id)
         if pipe is not None:
             pipe.handlers.discard(handler)
