@@ -25,14 +25,15 @@ async def test_one_that_waits_finishes_in_a_task_with_what_it_was_sent() -> None
 
     async def waits() -> str:
         steps.append("started")
-        a = await first
-        b = await second
+        a: str = await first
+        b: str = await second
         return a + b
 
     # When it is started eagerly
     done, task = start_eagerly(waits(), loop)
     # Then its first step ran in the caller, and the rest is a task
-    assert not done and isinstance(task, asyncio.Task)
+    assert not done
+    assert isinstance(task, asyncio.Task)
     assert steps == ["started"]
     first.set_result("a")
     second.set_result("b")
@@ -50,7 +51,8 @@ async def test_cancelling_the_task_cancels_the_coroutine_where_it_waits() -> Non
             cleaned.append("finally")
 
     done, task = start_eagerly(held(), loop)
-    assert not done and isinstance(task, asyncio.Task)
+    assert not done
+    assert isinstance(task, asyncio.Task)
     await asyncio.sleep(0)  # the task takes over the wait
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -72,6 +74,7 @@ async def test_an_error_after_a_wait_is_the_tasks_and_one_before_is_the_callers(
         raise ValueError("later")
 
     done, task = start_eagerly(fails_later(), loop)
-    assert not done and isinstance(task, asyncio.Task)
+    assert not done
+    assert isinstance(task, asyncio.Task)
     with pytest.raises(ValueError, match="later"):
         await task

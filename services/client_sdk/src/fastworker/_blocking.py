@@ -1,9 +1,10 @@
 """Blocking I/O for :class:`~fastworker.sync_client.SyncClient`: requests and discovery
 done on the calling thread, straight to NNG, with no event loop in between.
 
-A request takes an idle NNG context from the channel's pool (or opens one), sets its
-send and receive timeouts to what is left of the call's deadline, sends and waits for the
-reply in C with the GIL released, and gives the context back. Many threads may share one
+A request takes an idle NNG context from the channel's pool (or opens one), sends and
+waits for the reply in C with the GIL released (``nng_io.BlockingContext``: no
+allocation per request but the message), bounded by what is left of the call's deadline,
+and gives the context back. Many threads may share one
 channel: each request has its own context, so replies never cross. As in the async
 channel, NNG never resends: retrying is the caller's decision.
 """
@@ -17,12 +18,12 @@ from collections.abc import Callable
 from typing import Self, TypeVar
 
 import pynng
-from pynng.exceptions import check_err
 
 from fastworker.tls import TLS
 from fastworker_common.discovery import Accept, dial_bus
 from fastworker_common.errors import ControlPlaneUnavailable, Timeout, nobody_at
 from fastworker_common.leader import stale, succeeds
+from fastworker_common.nng_io import BlockingContext
 from fastworker_common.transport import dial_req, read_reply, with_auth
 from fastworker_protocol import Announce, Codec, DecodeError, Message, Probe
 
@@ -32,8 +33,6 @@ MAX_IDLE_CONTEXTS = 64  # kept open for reuse; more threads than this open and c
 _CLOSE_GRACE = 2.0  # seconds close() waits for aborted requests to let go of the socket
 _PROBE_INTERVAL = 0.25
 _POLL = 0.1  # seconds between looks at whether to stop listening
-_SEND_TIMEOUT = b"send-timeout"  # NNG_OPT_SENDTIMEO
-_RECV_TIMEOUT = b"recv-timeout"  # NNG_OPT_RECVTIMEO
 
 
 class BlockingChannel:
@@ -55,8 +54,8 @@ class BlockingChannel:
         self._codec = codec
         self._auth = auth
         self._socket = dial_req(address, codec, tls)
-        self._idle: list[pynng.Context] = []
-        self._busy: set[pynng.Context] = set()
+        self._idle: list[BlockingContext] = []
+        self._busy: set[BlockingContext] = set()
         self._lock = threading.Lock()
         self._released = threading.Condition(self._lock)
         self._closed = False
@@ -86,10 +85,7 @@ class BlockingChannel:
         context = self._take()
         done = False
         try:
-            _set_ms(context, _SEND_TIMEOUT, send_for)
-            context.send(data)
-            _set_ms(context, _RECV_TIMEOUT, deadline - time.monotonic())
-            reply = context.recv()
+            reply = context.exchange(data, send_for, lambda: deadline - time.monotonic())
             done = True
         except pynng.Timeout:
             if not self.connected:
@@ -103,15 +99,15 @@ class BlockingChannel:
             self._give_back(context, reusable=done)
         return read_reply(self._codec, self.address, reply, reply_type)
 
-    def _take(self) -> pynng.Context:
+    def _take(self) -> BlockingContext:
         with self._lock:
             if self._closed:
                 raise ControlPlaneUnavailable(f"the connection to {self.address} was closed")
-            context = self._idle.pop() if self._idle else self._socket.new_context()
+            context = self._idle.pop() if self._idle else BlockingContext(self._socket)
             self._busy.add(context)
             return context
 
-    def _give_back(self, context: pynng.Context, *, reusable: bool) -> None:
+    def _give_back(self, context: BlockingContext, *, reusable: bool) -> None:
         """Keep ``context`` for the next request, or close it: after a failed exchange (its
         state is not worth trusting), past ``MAX_IDLE_CONTEXTS``, or once closed."""
         with self._lock:
@@ -120,8 +116,7 @@ class BlockingChannel:
             if reusable and not self._closed and len(self._idle) < MAX_IDLE_CONTEXTS:
                 self._idle.append(context)
                 return
-        with contextlib.suppress(pynng.NNGException):
-            context.close()
+        context.free()
 
     def close(self) -> None:
         """Close the socket; requests waiting on it end with ``ControlPlaneUnavailable``.
@@ -133,19 +128,15 @@ class BlockingChannel:
             if self._closed:
                 return
             self._closed = True
-            contexts, self._idle = [*self._idle, *self._busy], []
-        for context in contexts:
-            with contextlib.suppress(pynng.NNGException):
-                context.close()
+            idle, self._idle = self._idle, []
+            busy = list(self._busy)
+        for context in idle:
+            context.free()
+        for context in busy:  # their threads free them once woken
+            context.abort()
         with self._released:
             self._released.wait_for(lambda: not self._busy, _CLOSE_GRACE)
         self._socket.close()
-
-
-def _set_ms(context: pynng.Context, option: bytes, seconds: float) -> None:
-    """Set a timeout option of one context (pynng exposes options on sockets only)."""
-    ms = max(1, int(seconds * 1000))
-    check_err(pynng.lib.nng_ctx_set_ms(context.context, option, ms))
 
 
 class BlockingBus:

@@ -212,6 +212,74 @@ class ContextIO:
             future.set_exception(_closed())
 
 
+class BlockingContext:
+    """One REQ context's request and reply, on the calling thread: waited for in C with
+    the GIL released, through one aio kept for the context's life, where pynng's blocking
+    calls allocate two aios and a message object per request.
+
+    ``abort`` may be called from any thread (a wait in progress ends with ``Closed``);
+    ``free`` only once no thread is inside ``exchange``."""
+
+    def __init__(self, socket: pynng.Socket) -> None:
+        ctx_p = ffi.new("nng_ctx *")
+        check_err(lib.nng_ctx_open(ctx_p, socket.socket))
+        self._ctx = ctx_p[0]
+        aio_p = ffi.new("nng_aio **")
+        check_err(lib.nng_aio_alloc(aio_p, ffi.NULL, ffi.NULL))
+        self._aio: Any = aio_p[0]
+        self._msg_p = ffi.new("nng_msg **")
+        self._aborted = False
+        self._freed = False
+
+    def exchange(self, data: bytes, send_for: float, reply_within: Callable[[], float]) -> bytes:
+        """Send ``data`` (waiting at most ``send_for`` seconds for a connection to take
+        it), then wait for the reply at most ``reply_within()`` seconds (asked once the
+        request is sent). Raises what NNG reports (``Timeout``, ``Closed``, ...)."""
+        aio, msg_p = self._aio, self._msg_p
+        check_err(lib.nng_msg_alloc(msg_p, 0))
+        error = lib.nng_msg_append(msg_p[0], data, len(data))
+        if error:
+            lib.nng_msg_free(msg_p[0])
+            check_err(error)
+        lib.nng_aio_set_msg(aio, msg_p[0])
+        lib.nng_aio_set_timeout(aio, _ms(send_for))
+        lib.nng_ctx_send(self._ctx, aio)
+        lib.nng_aio_wait(aio)
+        error = lib.nng_aio_result(aio)
+        if error:  # the message was not taken: it is still ours to free
+            unsent = lib.nng_aio_get_msg(aio)
+            if unsent != ffi.NULL:
+                lib.nng_aio_set_msg(aio, ffi.NULL)
+                lib.nng_msg_free(unsent)
+            raise _error(error)
+        lib.nng_aio_set_timeout(aio, _ms(reply_within()))
+        lib.nng_ctx_recv(self._ctx, aio)
+        lib.nng_aio_wait(aio)
+        error = lib.nng_aio_result(aio)
+        if error:
+            raise _error(error)
+        data, _ = _taken(lib.nng_aio_get_msg(aio))
+        return data
+
+    def abort(self) -> None:
+        """Close the context: a wait in progress, on any thread, ends with ``Closed``."""
+        if not self._aborted:
+            self._aborted = True
+            lib.nng_ctx_close(self._ctx)
+
+    def free(self) -> None:
+        """Close and let go of the context (no thread may be inside ``exchange``)."""
+        self.abort()
+        if not self._freed:
+            self._freed = True
+            lib.nng_aio_free(self._aio)
+
+
+def _ms(seconds: float) -> int:
+    """A wait for NNG, in whole milliseconds: at least 1 (0 would mean "do not wait")."""
+    return max(1, int(seconds * 1000))
+
+
 class PendingSends:
     """Sends NNG has not taken yet, per connection in the order they were made, polled."""
 

@@ -35,7 +35,8 @@ def start_eagerly(
 
 
 async def _rest(coro: Coroutine[Any, Any, T], waiting_on: Any) -> T:
-    return await _Resumed(coro, waiting_on)
+    value: T = await _Resumed(coro, waiting_on)
+    return value
 
 
 class _Resumed:
