@@ -4,6 +4,7 @@ task; one that waits goes on in a task exactly as if it had been one from the st
 from __future__ import annotations
 
 import asyncio
+import contextvars
 
 import pytest
 
@@ -78,3 +79,26 @@ async def test_an_error_after_a_wait_is_the_tasks_and_one_before_is_the_callers(
     assert isinstance(task, asyncio.Task)
     with pytest.raises(ValueError, match="later"):
         await task
+
+
+REQUEST: contextvars.ContextVar[str] = contextvars.ContextVar("request", default="none")
+
+
+async def test_each_coroutine_has_a_context_of_its_own_from_its_first_step_to_its_end() -> None:
+    loop = asyncio.get_running_loop()
+    go_on = loop.create_future()
+    seen: list[str] = []
+
+    async def sets_then_waits() -> None:
+        REQUEST.set("first")
+        await go_on
+        seen.append(REQUEST.get())
+
+    done, task = start_eagerly(sets_then_waits(), loop)
+    assert not done
+    assert isinstance(task, asyncio.Task)
+    # The caller does not see what the coroutine set, and the task goes on seeing it
+    assert REQUEST.get() == "none"
+    go_on.set_result(None)
+    await task
+    assert seen == ["first"]

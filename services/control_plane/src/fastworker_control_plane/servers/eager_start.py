@@ -16,6 +16,7 @@ code before their first wait.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Coroutine, Generator
 from typing import Any, TypeVar
 
@@ -26,12 +27,16 @@ def start_eagerly(
     coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop
 ) -> tuple[bool, T | asyncio.Task[T]]:
     """``(True, value)`` if ``coro`` finished in its first step, else ``(False, task)``
-    with the task that runs the rest. An exception from the first step propagates."""
+    with the task that runs the rest. An exception from the first step propagates.
+
+    The coroutine runs in a context of its own, as a task's would: what it sets in a
+    context variable is not seen by the caller, and the task goes on in that context."""
+    context = contextvars.copy_context()
     try:
-        waiting_on = coro.send(None)
+        waiting_on = context.run(coro.send, None)
     except StopIteration as finished:
         return True, finished.value
-    return False, loop.create_task(_rest(coro, waiting_on))
+    return False, loop.create_task(_rest(coro, waiting_on), context=context)
 
 
 async def _rest(coro: Coroutine[Any, Any, T], waiting_on: Any) -> T:
