@@ -26,7 +26,10 @@ from fastworker_subworker.runner import TaskRunner
 
 class FakeLink:
     """Records the fetches that would go on the wire; replies from ``replies``, then nothing
-    (if ``holding``, once ``release()`` is called). Too many outcomes, or "huge", cannot encode."""
+    (if ``holding``, once ``release()`` is called). Too many outcomes, or "huge", cannot encode.
+    It has no blocking side, so the quick lane never fetches here (``test_quick_lane``)."""
+
+    blocks = False
 
     def __init__(self) -> None:
         self.calls: list[tuple[list[str], list[Outcome]]] = []

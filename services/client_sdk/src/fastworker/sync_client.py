@@ -23,7 +23,7 @@ from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar, overload
 
 from fastworker._admin_calls import SyncAdmin
-from fastworker._blocking import BlockingChannel, announcement, successor
+from fastworker._blocking import announcement, successor
 from fastworker._callbacks import Callback
 from fastworker._calls import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -48,6 +48,7 @@ from fastworker._workflows import SyncWorkflows
 from fastworker.client import RESULTS, Client
 from fastworker.tracing import send_spans
 from fastworker_common import local
+from fastworker_common.blocking_channel import BlockingChannel
 from fastworker_common.errors import ControlPlaneUnavailable, FastWorkerError, Timeout, unsendable
 from fastworker_common.leader import SETTLE, Attempts, back_when, follows, rewait
 from fastworker_common.tls import TLS

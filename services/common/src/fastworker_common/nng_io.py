@@ -146,7 +146,7 @@ class ContextIO:
         assert not self.sending, "one send at a time"
         if self._closed:
             raise _closed()
-        msg_p = ffi.new("nng_msg **")
+        msg_p = self._msg_p  # free between calls: try_receive's, and never a receive's
         check_err(lib.nng_msg_alloc(msg_p, 0))
         msg = msg_p[0]
         error = lib.nng_msg_append(msg, data, len(data))

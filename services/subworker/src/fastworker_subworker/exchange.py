@@ -18,6 +18,12 @@ the outcomes with its next fetch. One that rejects the fetch otherwise (``intern
 its journal cannot be written) is alive but refusing, so the same outcomes go again after
 a pause that doubles with each rejection (``Backoff``). One that refuses the token
 (``unauthorized``) will refuse every retry: ``run`` raises it, and nothing more is sent.
+
+Where the link speaks NNG itself, the exchange lends the fetch role to the quick lane
+(``quick_lane``) while nothing else is held and the tasks measured are quick: the lane
+then fetches and runs them on one blocking thread, and the loop only watches for a task
+that runs long (``STUCK``). Whatever the lane gives back with the role (tasks it does not
+run, cancels, outcomes, a failed fetch) is handled here as a fetch's own would be.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import structlog
 from fastworker import ControlPlaneUnavailable, RequestRejected, Timeout, Unauthorized
 from fastworker_protocol import EncodeError, ErrorCode, FailureReason, Outcome, TaskError
 from fastworker_subworker.link import ControlPlaneLink
+from fastworker_subworker.quick_lane import LANE_QUICK, STUCK, Handback, QuickLane
 from fastworker_subworker.runner import TaskRunner
 
 log = structlog.get_logger(__name__)
@@ -120,6 +127,8 @@ class Exchange:
         fetch_wait: float,
         on_unknown_worker: Callable[[], None],
         pause: Pause,
+        *,
+        quick_lane: bool = True,
     ) -> None:
         self.outbox = outbox
         self.link: ControlPlaneLink | None = None
@@ -136,6 +145,27 @@ class Exchange:
         # its own cost a task per source per turn, twice per task run.
         self._wake: asyncio.Future[None] | None = None
         outbox.on_news = self._poke
+        self._lane = (
+            QuickLane(
+                runner.executor,
+                runner.durations,
+                runner.prefetch_hint,
+                fetch_wait,
+                self._handed_back,
+            )
+            if quick_lane
+            else None
+        )
+
+    @property
+    def lane_runs(self) -> int:
+        """Tasks the quick lane has run itself."""
+        return 0 if self._lane is None else self._lane.ran
+
+    @property
+    def lane_lent(self) -> bool:
+        """The quick lane has the fetch role now."""
+        return self._lane is not None and self._lane.lent
 
     async def run(
         self, until: asyncio.Event, *, hold: bool, ready: Callable[[], Awaitable[bool]]
@@ -152,8 +182,17 @@ class Exchange:
                     raise self.refused
                 if not await ready():
                     return
+                if self._lane is not None and self._lane.lent:
+                    await self._watch_lane(self._lane)
+                    continue
                 wants_work = hold and not self._outstanding
-                if self.outbox.ready and len(self._outstanding) < MAX_OUTSTANDING:
+                if hold and self._may_lend():
+                    assert self._lane is not None
+                    assert self.link is not None
+                    started, outcomes = self.outbox.take()
+                    received, self.outbox.received = self.outbox.received, []
+                    self._lane.lend(self.link, started, outcomes, received)
+                elif self.outbox.ready and len(self._outstanding) < MAX_OUTSTANDING:
                     self._send()
                 elif wants_work and loop.time() < self._quiet_until:
                     await self._next_change(timeout=self._quiet_until - loop.time())
@@ -163,12 +202,71 @@ class Exchange:
                     await self._next_change()
         finally:
             stopping.cancel()
+            self._recall_lane()
+
+    def _may_lend(self) -> bool:
+        """Whether the quick lane should fetch now (with the news there is): it can, no
+        fetch is out, no task is held, and the tasks measured so far are quick."""
+        lane, link, runner = self._lane, self.link, self._runner
+        mean = runner.mean_duration
+        return (
+            lane is not None
+            and lane.free
+            and link is not None
+            and link.blocks
+            and mean is not None
+            and mean < LANE_QUICK
+            and not runner.held
+            and not self._outstanding
+        )
+
+    async def _watch_lane(self, lane: QuickLane) -> None:
+        """While the lane fetches: take the role back for news of the loop's own, or
+        from a task that runs long."""
+        if self.outbox.ready:
+            self._recall_lane()  # back once its fetch ends: wait for that, not spin
+        await self._next_change(timeout=STUCK)
+        back = lane.detach_if_stuck()
+        if back is not None:
+            self._handed_back(back)
+
+    def _recall_lane(self) -> None:
+        """Have the role back: now if the lane is running a task, else when its fetch
+        ends (at once if the control plane answers it, as a drain makes it)."""
+        if self._lane is not None and self._lane.lent:
+            back = self._lane.recall()
+            if back is not None:
+                self._handed_back(back)
+
+    def _handed_back(self, back: Handback) -> None:
+        """The lane gave the role back: what it held is the loop's to run and send."""
+        if back.detached is not None:
+            assert back.detached_outcome is not None
+            self.outbox.started([back.detached.assignment.id])
+            self._runner.adopt(back.detached, back.detached_outcome)
+        if back.error is not None:
+            failing = asyncio.get_running_loop().create_task(
+                self._failed(back.error, back.started, back.outcomes, back.received)
+            )
+            self._outstanding.add(failing)
+            failing.add_done_callback(self._fetch_ended)
+        else:
+            self.outbox.received.extend(back.received)
+            self.outbox.put_back(back.started, back.outcomes)
+        if back.tasks:
+            self._runner.submit(back.tasks)
+        if back.cancel:
+            self._runner.cancel(back.cancel)
+        self._poke()
 
     async def settle(self, timeout: float, registered: Callable[[], bool] = lambda: True) -> None:
         """Send whatever is left and wait for every outstanding fetch (bounded). Nothing
         is sent while not ``registered()``: it would only come back ``unknown_worker``."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        self._recall_lane()
+        while self.lane_lent and loop.time() < deadline:
+            await self._next_change(timeout=deadline - loop.time())
         while (self.outbox.pending or self._outstanding) and loop.time() < deadline:
             if self.refused is not None:
                 return
@@ -231,13 +329,8 @@ class Exchange:
                     log.error("started notices dropped", count=len(started), error=str(exc))
                     started = []
                 continue
-            except RequestRejected as exc:
-                await self._rejected(exc, started, outcomes, received)
-                return
-            except (ControlPlaneUnavailable, Timeout):
-                self.outbox.put_back(started, outcomes)
-                self.outbox.received[:0] = received
-                await self._pause(RETRY_PAUSE)
+            except (RequestRejected, ControlPlaneUnavailable, Timeout) as exc:
+                await self._failed(exc, started, outcomes, received)
                 return
             self._backoff.reset()
             if reply.batch:
@@ -249,6 +342,22 @@ class Exchange:
             if reply.tasks and mean is not None and mean < QUICK:
                 self._quiet_until = asyncio.get_running_loop().time() + QUICK
             return
+
+    async def _failed(
+        self, exc: Exception, started: list[str], outcomes: list[Outcome], received: list[int]
+    ) -> None:
+        """A fetch failed: keep what it carried for a later one, after the pause its
+        failure calls for."""
+        if isinstance(exc, RequestRejected):
+            await self._rejected(exc, started, outcomes, received)
+            return
+        self.outbox.put_back(started, outcomes)
+        self.outbox.received[:0] = received
+        if isinstance(exc, EncodeError):  # the lane's: the loop's fetch splits what it carried
+            return
+        if not isinstance(exc, ControlPlaneUnavailable | Timeout):
+            log.error("quick lane fetch failed", error=repr(exc))
+        await self._pause(RETRY_PAUSE)
 
     async def _rejected(
         self, exc: RequestRejected, started: list[str], outcomes: list[Outcome], received: list[int]
@@ -275,6 +384,8 @@ class Exchange:
     def close(self) -> None:
         for task in self._outstanding:
             task.cancel()
+        if self._lane is not None:
+            self._lane.close()
 
 
 def _too_large(outcome: Outcome, exc: EncodeError) -> Outcome:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Protocol, TypeVar
 
 from fastworker.tls import TLS
+from fastworker_common.blocking_channel import BlockingChannel
 from fastworker_protocol import (
     Ack,
     Assign,
@@ -15,6 +16,7 @@ from fastworker_protocol import (
     Outcome,
     Register,
     Registered,
+    Report,
     TaskSignature,
     Unregister,
 )
@@ -53,6 +55,9 @@ class ControlPlaneLink:
         self.worker_id = worker_id
         self._timeout = timeout
         self._channel = channel or RequestChannel(address, codec, auth, tls)
+        # The quick lane's requests, from its thread, on a connection of their own; only
+        # where this link speaks NNG itself (an in-process channel has no blocking side).
+        self._blocking = None if channel is not None else BlockingChannel(address, codec, auth, tls)
 
     @property
     def connected(self) -> bool:
@@ -93,6 +98,36 @@ class ControlPlaneLink:
         )
         return await self._channel.request(message, Assign, wait + _MARGIN)
 
+    @property
+    def blocks(self) -> bool:
+        """Whether ``fetch_blocking`` may be called (the link speaks NNG itself)."""
+        return self._blocking is not None
+
+    def fetch_blocking(
+        self,
+        wait: float,
+        prefetch: int,
+        started: list[str],
+        outcomes: list[Outcome],
+        received: list[int],
+    ) -> Assign:
+        """``fetch``, on the calling thread (the quick lane's); the SDK's errors alike."""
+        assert self._blocking is not None
+        message = Fetch(
+            worker_id=self.worker_id,
+            wait=wait,
+            prefetch=prefetch,
+            started=started,
+            outcomes=outcomes,
+            received=received,
+        )
+        return self._blocking.request(message, Assign, wait + _MARGIN)
+
+    async def report(self, started: list[str], outcomes: list[Outcome]) -> None:
+        """Report without asking for work: a fetch held for the quick lane stays held."""
+        message = Report(worker_id=self.worker_id, started=started, outcomes=outcomes)
+        await self._channel.request(message, Ack, self._timeout)
+
     async def drain(self, timeout: float) -> None:
         await self._channel.request(Drain(worker_id=self.worker_id), Ack, timeout)
 
@@ -100,4 +135,8 @@ class ControlPlaneLink:
         await self._channel.request(Unregister(worker_id=self.worker_id), Ack, timeout)
 
     def close(self) -> None:
+        """Close both connections; a quick-lane request in progress ends at once
+        (``ControlPlaneUnavailable``)."""
         self._channel.close()
+        if self._blocking is not None:
+            self._blocking.close()

@@ -15,6 +15,7 @@ This module runs nothing itself.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -34,21 +35,29 @@ Run = tuple[Assignment, Outcome]
 
 
 class Durations:
-    """Each task name's measured run time, and the mean over every task."""
+    """Each task name's measured run time, and the mean over every task. Measured on the
+    loop, and by the quick lane on its thread (hence the lock); read from either."""
 
     def __init__(self, stats: RunStats) -> None:
         self.stats = stats
         self.mean: float | None = None
         self._by_name: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def expected(self, name: str) -> float | None:
+        """The measured run time of ``name``, if it has run."""
+        return self._by_name.get(name)
 
     def measure(self, runs: Iterable[Run]) -> None:
-        for assignment, o in runs:
-            self.stats.record(assignment.name, o)
-            if o.started_at is None or o.finished_at is None:
-                continue
-            duration = o.finished_at - o.started_at
-            self._by_name[assignment.name] = _average(self._by_name.get(assignment.name), duration)
-            self.mean = _average(self.mean, duration)
+        with self._lock:
+            for assignment, o in runs:
+                self.stats.record(assignment.name, o)
+                if o.started_at is None or o.finished_at is None:
+                    continue
+                duration = o.finished_at - o.started_at
+                name = assignment.name
+                self._by_name[name] = _average(self._by_name.get(name), duration)
+                self.mean = _average(self.mean, duration)
 
     def take_chunk(
         self, queued: deque[Assignment], lanes: int, most: int | None = None

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from fastworker_protocol import Assignment
+from fastworker_protocol import Assignment, Outcome
 from fastworker_subworker.async_pool import AsyncPool
 from fastworker_subworker.executor import Executor
 from fastworker_subworker.pools import Durations, Finished, Pool, Shared, Started
@@ -28,6 +28,7 @@ from fastworker_subworker.process_lanes import ProcessLanes
 from fastworker_subworker.processes import ProcessPool
 from fastworker_subworker.stats import RunStats
 from fastworker_subworker.thread_pool import ThreadPool
+from fastworker_subworker.ticket import Ticket
 
 PREFETCH_WORK = 0.005  # seconds of work per slot to keep buffered beyond the running tasks
 MAX_PREFETCH = 512
@@ -84,6 +85,14 @@ class TaskRunner:
     def mean_duration(self) -> float | None:
         return self._durations.mean
 
+    @property
+    def executor(self) -> Executor:
+        return self._executor
+
+    @property
+    def durations(self) -> Durations:
+        return self._durations
+
     def prefetch_hint(self) -> int:
         """Tasks wanted beyond the slots: about ``PREFETCH_WORK`` of work per slot, and
         with a process pool at least one per child, so a child that finishes a long task
@@ -101,6 +110,11 @@ class TaskRunner:
         loop = asyncio.get_running_loop()
         for pool in self._pools:
             pool.open_lanes(loop)
+        self._update_idle()
+
+    def adopt(self, ticket: Ticket, running: asyncio.Future[list[Outcome]]) -> None:
+        """Hold a sync task already running on a thread of its own (``ThreadPool.adopt``)."""
+        self._threads.adopt(ticket, running)
         self._update_idle()
 
     def _pool_of(self, assignment: Assignment) -> Pool:

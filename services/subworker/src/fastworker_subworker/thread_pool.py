@@ -54,6 +54,28 @@ class ThreadPool:
         while self._queued and len(self._lanes) < self._concurrency:
             self._lanes.add(loop.create_task(self._lane()))
 
+    def adopt(self, ticket: Ticket, running: asyncio.Future[list[Outcome]]) -> None:
+        """Take over a task already running on a thread not the pool's (the quick lane's,
+        once it ran long): it takes a slot, and is cancelled, drained and reported like
+        the pool's own; ``running`` gets its outcome from that thread."""
+        self._in_threads[ticket.assignment.id] = ticket
+        self._lanes.add(asyncio.get_running_loop().create_task(self._adopted(ticket, running)))
+
+    async def _adopted(self, ticket: Ticket, running: asyncio.Future[list[Outcome]]) -> None:
+        shared = self._shared
+        try:
+            async with shared.slots:
+                try:
+                    outcomes = _kept(await running, [ticket])
+                finally:
+                    del self._in_threads[ticket.assignment.id]
+                    shared.changed()
+            shared.report([(ticket.assignment, o) for o in outcomes])
+        finally:
+            lane = asyncio.current_task()
+            assert lane is not None
+            self._lanes.discard(lane)
+
     def cancel(self, wanted: set[str]) -> list[Run]:
         """Give up the tasks among ``wanted``: one queued at once, one still waiting for a
         thread now never starts. Those with a timeout are reported by their lane, which

@@ -135,6 +135,16 @@ class Subworker:
         return self._runner.held if self._runner is not None else 0
 
     @property
+    def quick_lane_runs(self) -> int:
+        """Tasks run on the quick lane's thread (``quick_lane``), fetch to outcome."""
+        return self._exchange.lane_runs if self._exchange is not None else 0
+
+    @property
+    def quick_lane_lent(self) -> bool:
+        """The quick lane fetches for this worker now."""
+        return self._exchange is not None and self._exchange.lane_lent
+
+    @property
     def outside_loop(self) -> int:
         """Tasks on a thread or in a child process now (see ``TaskRunner.outside_loop``)."""
         return self._runner.outside_loop if self._runner is not None else 0
