@@ -205,6 +205,7 @@ class ContextIO:
         sending, self._sending = self._sending, None
         if sending is not None and not sending.done():
             sending.set_exception(_closed())
+            sending.exception()  # retrieved: a client's pending send has no one waiting
         lib.nng_aio_free(self._recv_aio)
         lib.nng_aio_free(self._send_aio)
         future, self._receiving = self._receiving, None
