@@ -20,6 +20,7 @@ from fastworker_control_plane.app import ControlPlane
 from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_protocol import PortMap, TaskState, WorkerState
 from fastworker_subworker import Subworker, SubworkerConfig
+from fastworker_subworker.metrics import subworker_registry
 
 DEADLINE = 10.0
 HEARTBEAT = 1.0  # the control plane's: a worker silent this long is dropped
@@ -119,6 +120,10 @@ async def test_quick_sync_tasks_run_on_the_lane_each_once_with_its_result() -> N
         assert all(runs[key] == 1 for key in range(1, 501))
         # Most of them on the lane (a task handed back or a race may take the pools)
         assert setup.worker.quick_lane_runs - on_lane > 400
+        # And /metrics counts them
+        registry = subworker_registry(setup.worker)
+        counted = registry.get_sample_value("fastworker_subworker_quick_lane_tasks_total")
+        assert counted == setup.worker.quick_lane_runs
 
 
 async def test_a_task_the_lane_does_not_run_is_handed_to_the_pools_and_runs() -> None:
@@ -177,3 +182,17 @@ async def test_a_stop_while_the_lane_holds_a_fetch_ends_promptly() -> None:
         await until(lambda: setup.worker.state == WorkerState.STOPPED, "the subworker to stop")
         # Not after the held fetch's wait and margin: the drain has the fetch answered
         assert time.monotonic() - started < 3.0
+
+
+async def test_a_drain_gives_back_a_task_still_blocked_where_the_lane_started_it() -> None:
+    async with lane_setup() as setup:
+        await warmed(setup, "hold", 0)
+        stuck = await setup.client.delay("hold", 30.0)
+        await until(lambda: setup.worker.in_flight == 1, "the blocked task to be detached")
+        # When the subworker drains while the task still blocks (shutdown_timeout 2 s)
+        setup.worker.request_stop()
+        await until(lambda: setup.worker.state == WorkerState.STOPPED, "the subworker to stop")
+        # Then the control plane has it back, to run again elsewhere
+        result = await setup.client.get_task_result(stuck)
+        assert result is not None
+        assert result.status == TaskState.QUEUED

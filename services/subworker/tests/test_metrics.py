@@ -44,6 +44,7 @@ class FakeWorker:
 
     stats: RunStats = field(default_factory=RunStats)
     in_flight: int = 0
+    quick_lane_runs: int = 0
     config: FakeConfig = field(default_factory=FakeConfig)
     registered: bool = False
     state: WorkerState = WorkerState.INIT
@@ -258,6 +259,14 @@ def test_the_gauges_report_in_flight_concurrency_and_registration() -> None:
     )
 
 
+def test_the_quick_lane_counter_reports_the_tasks_run_there() -> None:
+    families = scrape_worker(FakeWorker(quick_lane_runs=42))
+
+    family = families["fastworker_subworker_quick_lane_tasks"]
+    assert family.type == "counter"
+    assert values(family, "_total") == {(): 42.0}
+
+
 def test_an_unregistered_subworker_reports_zero() -> None:
     families = scrape_worker(FakeWorker(registered=False))
 
@@ -281,6 +290,7 @@ def test_an_idle_subworker_exposes_every_family_with_no_task_samples() -> None:
     assert set(families) == {
         "fastworker_subworker_tasks",
         "fastworker_subworker_task_run_seconds",
+        "fastworker_subworker_quick_lane_tasks",
         "fastworker_subworker_in_flight",
         "fastworker_subworker_concurrency",
         "fastworker_subworker_registered",

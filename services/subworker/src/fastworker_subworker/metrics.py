@@ -64,6 +64,11 @@ class SubworkerCollector(Collector):
             ["task_name"],
             (([name], h) for name, h in sorted(stats.run_time.items())),
         )
+        yield CounterMetricFamily(
+            "fastworker_subworker_quick_lane_tasks",
+            "Tasks fetched, run and reported on the quick lane's thread (trivial sync tasks)",
+            value=worker.quick_lane_runs,
+        )
         yield GaugeMetricFamily(
             "fastworker_subworker_in_flight",
             "Tasks held: running or waiting for a slot",
