@@ -16,7 +16,6 @@ from fastworker_protocol import (
     Outcome,
     Register,
     Registered,
-    Report,
     TaskSignature,
     Unregister,
 )
@@ -88,14 +87,7 @@ class ControlPlaneLink:
         outcomes: list[Outcome],
         received: list[int],
     ) -> Assign:
-        message = Fetch(
-            worker_id=self.worker_id,
-            wait=wait,
-            prefetch=prefetch,
-            started=started,
-            outcomes=outcomes,
-            received=received,
-        )
+        message = self._fetch(wait, prefetch, started, outcomes, received)
         return await self._channel.request(message, Assign, wait + _MARGIN)
 
     @property
@@ -113,7 +105,18 @@ class ControlPlaneLink:
     ) -> Assign:
         """``fetch``, on the calling thread (the quick lane's); the SDK's errors alike."""
         assert self._blocking is not None
-        message = Fetch(
+        message = self._fetch(wait, prefetch, started, outcomes, received)
+        return self._blocking.request(message, Assign, wait + _MARGIN)
+
+    def _fetch(
+        self,
+        wait: float,
+        prefetch: int,
+        started: list[str],
+        outcomes: list[Outcome],
+        received: list[int],
+    ) -> Fetch:
+        return Fetch(
             worker_id=self.worker_id,
             wait=wait,
             prefetch=prefetch,
@@ -121,12 +124,6 @@ class ControlPlaneLink:
             outcomes=outcomes,
             received=received,
         )
-        return self._blocking.request(message, Assign, wait + _MARGIN)
-
-    async def report(self, started: list[str], outcomes: list[Outcome]) -> None:
-        """Report without asking for work: a fetch held for the quick lane stays held."""
-        message = Report(worker_id=self.worker_id, started=started, outcomes=outcomes)
-        await self._channel.request(message, Ack, self._timeout)
 
     async def drain(self, timeout: float) -> None:
         await self._channel.request(Drain(worker_id=self.worker_id), Ack, timeout)
