@@ -315,6 +315,7 @@ async def test_the_exposition_names_series_by_convention_and_never_labels_a_task
         "fastworker_events_dropped_total",
         "fastworker_workflows_total",
         "fastworker_subworker_tasks_total",
+        "fastworker_subworker_quick_lane_tasks_total",
         "fastworker_waits_refused_total",
     }
     assert {name for name, kind in types.items() if kind == "histogram"} == {

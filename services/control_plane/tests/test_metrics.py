@@ -374,6 +374,7 @@ class FakeConfig:
 class FakeSubworker:
     stats: RunStats = field(default_factory=RunStats)
     in_flight: int = 1
+    quick_lane_runs: int = 0
     config: FakeConfig = field(default_factory=FakeConfig)
     registered: bool = True
     state: WorkerState = WorkerState.RUNNING
