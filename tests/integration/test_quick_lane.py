@@ -54,6 +54,7 @@ class Setup:
     plane: ControlPlane
     worker: Subworker
     client: Client
+    serving: asyncio.Task[None]  # the control plane's ``run``
 
 
 @asynccontextmanager
@@ -83,7 +84,7 @@ async def lane_setup(concurrency: int = 2) -> AsyncIterator[Setup]:
             f"tcp://127.0.0.1:{config.discovery_port}", timeout=DEADLINE, retries=0
         ) as client:
             await asyncio.wait_for(worker.wait_ready(), DEADLINE)
-            yield Setup(plane, worker, client)
+            yield Setup(plane, worker, client, serving)
     finally:
         release.set()
         worker.request_stop()
@@ -196,3 +197,30 @@ async def test_a_drain_gives_back_a_task_still_blocked_where_the_lane_started_it
         result = await setup.client.get_task_result(stuck)
         assert result is not None
         assert result.status == TaskState.QUEUED
+
+
+async def test_after_the_control_plane_restarts_the_lane_serves_the_new_one() -> None:
+    async with lane_setup() as setup:
+        await warmed(setup)
+        await until(lambda: setup.worker.quick_lane_lent, "the lane to hold a fetch")
+        # When the control plane stops while the lane holds a fetch, and another starts on
+        # the same ports (the subworker dials a fixed registration address here)
+        config = setup.plane.config
+        setup.plane.request_stop()
+        await asyncio.wait_for(setup.serving, DEADLINE)
+        plane = ControlPlane(config, registry)
+        serving = asyncio.create_task(plane.run())
+        try:
+            # Then the subworker registers with it, and quick tasks run on the lane again
+            async with Client(
+                f"tcp://127.0.0.1:{config.discovery_port}", timeout=DEADLINE, retries=0
+            ) as client:
+                await until(lambda: setup.worker.registered, "the subworker to register again")
+                moved = Setup(plane, setup.worker, client, serving)
+                await warmed(moved)
+                ids = [await client.delay("count", key) for key in range(1000, 1100)]
+                results = await client.wait_results(ids, timeout=DEADLINE)
+                assert [r.result for r in results] == list(range(1000, 1100))
+        finally:
+            plane.request_stop()
+            await asyncio.wait_for(asyncio.gather(serving, return_exceptions=True), DEADLINE)
