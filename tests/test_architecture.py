@@ -43,6 +43,8 @@ FORBIDDEN = {
 }
 
 FASTWORKER_API = {
+    "AsyncTaskHandle",
+    "AsyncWorkflowHandle",
     "BatchItem",
     "Client",
     "ControlPlaneUnavailable",
@@ -55,6 +57,7 @@ FASTWORKER_API = {
     "RequestRejected",
     "Retried",
     "Retries",
+    "Retry",
     "ScheduleInfo",
     "Signature",
     "SoftTimeLimitExceeded",
@@ -65,6 +68,7 @@ FASTWORKER_API = {
     "TaskCancelled",
     "TaskContext",
     "TaskError",
+    "TaskHandle",
     "TaskFailed",
     "QueueFull",
     "TaskNotFound",
@@ -76,6 +80,7 @@ FASTWORKER_API = {
     "Unauthorized",
     "UnknownTask",
     "Workflow",
+    "WorkflowHandle",
     "__version__",
     "chain",
     "chord",
@@ -84,6 +89,8 @@ FASTWORKER_API = {
     "default_client",
     "default_registry",
     "group",
+    "register_type",
+    "retry",
     "sig",
     "task",
     "unwrap",

@@ -52,6 +52,21 @@ def test_the_cluster_runs_workflows(fastworker_cluster, fastworker_client):
     assert info.state == "success"
     assert fastworker_client.wait(info.steps[-1].task_id) == 20
 
+def test_handles_in_eager_mode(fastworker_eager):
+    handle = double.delay(21)
+    assert handle.get() == 42
+    assert handle.status() == TaskStatus.SUCCESS
+    assert handle.ready()
+    assert not handle.cancel()  # it has ended
+
+def test_a_workflow_handle_in_the_cluster(fastworker_cluster, fastworker_client):
+    handle = fastworker.chord([double.s(i) for i in range(5)], total.s()).delay()
+    step = double.delay(7)
+    assert not step.ready()
+    fastworker_cluster.drain()
+    assert handle.get() == 20
+    assert step.get() == 14
+
 def test_eager_refuses_workflows(fastworker_eager):
     import pytest
     with pytest.raises(fastworker.RequestRejected, match="fastworker_cluster"):
@@ -62,4 +77,4 @@ def test_eager_refuses_workflows(fastworker_eager):
 def test_the_fixtures_work_in_a_users_test_file(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_user=USER_TESTS)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=8)

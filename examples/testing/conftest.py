@@ -64,7 +64,9 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         with SyncClient(discovery, connect_timeout=30) as client:
             deadline = time.monotonic() + 30
-            while not any(not w.local and "charge_card" in w.tasks for w in client.list_workers()):
+            while not any(
+                not w.local and "tasks.charge_card" in w.tasks for w in client.list_workers()
+            ):
                 assert time.monotonic() < deadline, (logs / "subworker.log").read_text()
                 time.sleep(0.05)
         fastworker.configure(discovery_address=discovery)

@@ -21,4 +21,4 @@ def test_the_follow_up_waits_on_the_control_plane(real_cluster: str) -> None:
 
     with SyncClient(real_cluster) as client:
         waiting = client.list_tasks(status="scheduled")
-    assert "follow_up" in [t.name for t in waiting]
+    assert "tasks.follow_up" in [t.name for t in waiting]

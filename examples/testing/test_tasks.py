@@ -80,7 +80,7 @@ def test_the_follow_up_goes_out_six_hours_later_not_before(fastworker_cluster: C
 
     fastworker_cluster.advance(FOLLOW_UP_DELAY - 1)
     assert tasks.outbox == []
-    [waiting] = [t for t in fastworker_cluster.queued if t.name == "follow_up"]
+    [waiting] = [t for t in fastworker_cluster.queued if t.name == follow_up.name]
     assert waiting.status == TaskStatus.SCHEDULED
 
     fastworker_cluster.advance(1)
@@ -128,7 +128,7 @@ def test_the_daily_report_runs_at_eight_in_berlin_across_the_clock_change() -> N
     # Results are kept an hour by default: keep them for the whole run.
     with Cluster(start=datetime(2026, 3, 28, 6, tzinfo=UTC), result_ttl=2 * 86400) as cluster:
         cluster.advance(25 * 3600)
-        runs = [r.submitted_at for r in cluster.results.values() if r.name == "daily_report"]
+        runs = [r.submitted_at for r in cluster.results.values() if r.name == "tasks.daily_report"]
 
     utc = sorted(datetime.fromtimestamp(t or 0, UTC) for t in runs)
     assert [(t.day, t.hour, t.minute) for t in utc] == [(28, 7, 0), (29, 6, 0)]

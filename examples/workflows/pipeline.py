@@ -5,13 +5,11 @@ from fastworker import SyncClient, chord
 with SyncClient() as client:
     # A chain: add(1, 2) -> add(3, 3) -> add(6, 4); each result is the next one's first argument
     chained = client.submit_workflow(add.s(1, 2) | add.s(3) | add.s(4))
-    info = client.wait_workflow(chained, timeout=30)
-    print("chain:", info.state, client.wait(info.steps[-1].task_id))
+    print("chain:", chained.get(timeout=30))  # the value it leaves: its last step's result
 
     # A chord: ten squares side by side, then total() gets their list, in order
     chorded = client.submit_workflow(chord([square.s(i) for i in range(10)], total.s()))
-    info = client.wait_workflow(chorded, timeout=30)
-    print("chord:", info.state, client.wait(info.steps[-1].task_id))
+    print("chord:", chorded.get(timeout=30), chorded.status())
 
     # A failing step: ship() is skipped, and alert() is queued with the workflow id
     failing = client.submit_workflow(

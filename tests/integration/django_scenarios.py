@@ -94,6 +94,22 @@ def view() -> dict[str, Any]:
     }
 
 
+def view_by_settings() -> dict[str, Any]:
+    """The example's view, with nothing but ``FASTWORKER["DISCOVERY_ADDRESS"]`` to find
+    the control plane: the default client, which the settings configured, submits the
+    task and reads it back."""
+    client = default_client()
+    before = listed(client)
+    reply = Browser().post("/posts/", {"title": "By the settings", "body": "one two"})
+    [task_id] = new_since(client, before)
+    result = client.wait_result(task_id, WAIT)
+    return {
+        "status_code": reply.status_code,
+        "status": result.status.value,
+        "result": result.result,
+    }
+
+
 def forked(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """``work()`` in a child forked from here, as a prefork server's worker; what it
     reported (or, if it died before reporting, how it ended)."""
@@ -148,6 +164,7 @@ SCENARIOS: dict[str, Callable[[], dict[str, Any]]] = {
     "commit": commit,
     "rollback": rollback,
     "view": view,
+    "view_by_settings": view_by_settings,
     "fork": fork,
     "fork_after_use": fork_after_use,
     "process_task": process_task,

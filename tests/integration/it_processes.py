@@ -13,7 +13,7 @@ from pathlib import Path
 import structlog
 from opentelemetry import trace
 
-from fastworker import SoftTimeLimitExceeded, current_task, task
+from fastworker import SoftTimeLimitExceeded, current_task, retry, task
 
 _held: list[bytes] = []  # memory a task keeps, to grow its child
 
@@ -164,3 +164,13 @@ def attempts_seen_in_child(path: str, succeed_on: int) -> str:
     if context.attempt < succeed_on:
         raise RuntimeError(f"attempt {context.attempt} fails")
     return context.id
+
+
+@task(pool="process", max_retries=2)
+def asks_again_in_child() -> int:
+    """Asks for a retry from a child process until its third attempt."""
+    context = current_task()
+    assert context is not None
+    if context.attempt < 3:
+        retry(f"attempt {context.attempt} asks again", countdown=0.05)
+    return context.attempt

@@ -9,7 +9,7 @@ import asyncio
 import itertools
 import time
 
-from fastworker import TaskRegistry, current_task, task
+from fastworker import Retry, TaskRegistry, current_task, retry, task
 
 REGISTRY = TaskRegistry()  # these tasks only, for eager() and Cluster
 
@@ -51,6 +51,22 @@ def third_time() -> int:
     if context.attempt < 3:
         raise ConnectionError(f"attempt {context.attempt}")
     return context.attempt
+
+
+@task(name="scenario_asks_again", max_retries=3, retry_on=(KeyError,))
+def asks_again() -> int:
+    """Asks to be tried again (which ``retry_on`` does not stop) until its third attempt."""
+    context = current_task()
+    assert context is not None
+    if context.attempt < 3:
+        retry(f"not ready at attempt {context.attempt}", countdown=0.01)
+    return context.attempt
+
+
+@task(name="scenario_keeps_asking", max_retries=2)
+async def keeps_asking() -> None:
+    """Always asks for a retry of an error: the task fails with that error at the end."""
+    raise Retry(exc=ValueError("still not ready"), countdown=0)
 
 
 @task(name="scenario_unsendable", max_retries=2, retry_backoff=0.01)
@@ -96,6 +112,8 @@ SCENARIO_TASKS = (
     explode,
     picky,
     third_time,
+    asks_again,
+    keeps_asking,
     unsendable,
     slow,
     nap,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import structlog
 
-from fastworker import current_task, task
+from fastworker import current_task, retry, task
 
 
 @task
@@ -183,3 +183,9 @@ def fails_first(directory: str, index: int) -> int:
         marker.write_text("failed once")
         raise LookupError(f"first run of {index}")
     return index
+
+
+@task(max_retries=2)
+def waits_to_retry(reason: str, countdown: float) -> None:
+    """Asks for a retry after ``countdown`` seconds, for ``reason``, every time."""
+    retry(reason, countdown=countdown)

@@ -145,7 +145,7 @@ async def test_arguments_nested_too_deep_are_invalid_arguments_and_never_run(
     # Then they are refused as the caller's mistake, with the rule, and never queued
     assert (refused.code, refused.detail) == (
         "invalid_arguments",
-        {"index": 0, "task_name": "echo"},
+        {"index": 0, "task_name": "it_tasks.echo"},  # the name it stands for
     )
     assert f"more than {MAX_NESTING} arrays and maps deep" in refused.message
     assert await client.get_task_result(deep_id) is None

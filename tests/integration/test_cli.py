@@ -107,7 +107,7 @@ async def test_workers_and_tasks_print_tables_or_json(cluster: Cluster, client: 
     assert workers.stdout.splitlines()[0].split()[:2] == ["WORKER", "STATE"]
     assert "(local)" in workers.stdout
     tasks = await _fastworker(cluster, "tasks", "--json", *where)
-    assert '"name":"add"' in tasks.stdout
+    assert '"name":"it_tasks.add"' in tasks.stdout
     assert '"status":"success"' in tasks.stdout
 
 

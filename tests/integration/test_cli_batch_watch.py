@@ -139,7 +139,7 @@ async def test_watch_streams_every_transition_as_json_lines(
         # read what it still prints until it exits: a full pipe would block it
         await asyncio.wait_for(stdout.read(), 20)
         await asyncio.wait_for(watcher.wait(), 20)
-    assert {e["name"] for e in seen} == {"add"}
+    assert {e["name"] for e in seen} == {"it_tasks.add"}  # --name add: its full name
     assert watcher.returncode == 0
 
 

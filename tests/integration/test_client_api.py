@@ -34,8 +34,8 @@ async def test_delay_returns_an_id_whose_result_can_be_fetched_later(client: Cli
     fetched = await client.get_task_result(task_id)
     assert fetched is not None
     assert fetched.result == 7
-    assert client.get_result(task_id) == fetched
-    assert client.get_status(task_id) == TaskStatus.SUCCESS == "success"  # type: ignore[comparison-overlap]
+    assert client.last_seen_result(task_id) == fetched
+    assert client.last_seen_status(task_id) == TaskStatus.SUCCESS == "success"  # type: ignore[comparison-overlap]
 
 
 async def test_resubmitting_the_same_task_id_runs_the_task_once(client: Client) -> None:
@@ -66,7 +66,7 @@ async def test_a_result_wait_that_runs_out_raises_timeout(client: Client) -> Non
 
 async def test_unknown_task_ids_read_as_none_and_fail_to_wait(client: Client) -> None:
     assert await client.get_task_result("never-submitted") is None
-    assert client.get_result("never-submitted") is None
+    assert client.last_seen_result("never-submitted") is None
     with pytest.raises(TaskNotFound):
         await client.wait_result("never-submitted")
     with pytest.raises(TaskNotFound):
@@ -265,5 +265,5 @@ async def test_a_wait_longer_than_the_control_planes_max_wait_asks_again(
         # Then it gets the result, not a Timeout when the control plane lets go
         assert (await client.wait(task_id, timeout=20))["tag"] == "late"
     with SyncClient(cluster.discovery, timeout=20) as sync:
-        task_id = sync.delay("nap", 2.5, "late-sync")
-        assert sync.wait(task_id, timeout=20)["tag"] == "late-sync"
+        sync_id = sync.delay("nap", 2.5, "late-sync")
+        assert sync.wait(sync_id, timeout=20)["tag"] == "late-sync"

@@ -42,7 +42,7 @@ async def test_result_waits_whose_peers_hung_up_are_let_go(
     control_plane = cluster.control_plane()
     async with cluster.client() as client:
         await cluster.workers(client, 1)
-        task_id = await client.delay("add", 1, 2, countdown=7200)
+        task_id = (await client.delay("add", 1, 2, countdown=7200)).id
         before = rss_mib(control_plane.pid)
 
         # When 5,000 peers each ask to wait an hour for it, then close their connection
@@ -77,7 +77,7 @@ async def test_twenty_thousand_waits_over_four_connections_give_their_memory_bac
     control_plane = cluster.control_plane()
     async with cluster.client() as client:
         await cluster.workers(client, 1)
-        task_id = await client.delay("add", 1, 2, countdown=86_400)
+        task_id = (await client.delay("add", 1, 2, countdown=86_400)).id
         before = rss_mib(control_plane.pid)
 
         # When 4 connections each send 5,000 requests to wait an hour for it

@@ -193,7 +193,7 @@ async def test_a_tasks_spans_reach_the_trace_receiver_and_its_series_reach_prome
 
     async def spans_arrived() -> bool:
         names = await asyncio.to_thread(cluster.span_names, result.task_id)
-        return {"dispatch add", "process add"} <= names
+        return {"dispatch tasks.add", "process tasks.add"} <= names  # module-qualified
 
     await wait_until(spans_arrived, 30, "the task's dispatch and process spans")
 

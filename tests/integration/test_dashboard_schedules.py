@@ -42,15 +42,16 @@ async def test_the_schedules_panel_shows_what_a_run_time_schedule_runs(
     await page.goto(cluster.http + "/")
     row = '#schedules-table tr[data-schedule-name="acme-report"]'
     await page.wait_for_selector(row, timeout=LIVE_TIMEOUT_MS)
-    declared = '#schedules-table tr[data-schedule-name="every_second"]'
+    declared = '#schedules-table tr[data-schedule-name="it_periodic.every_second"]'
     await page.wait_for_selector(declared, timeout=LIVE_TIMEOUT_MS)
 
     # Then each row says what it runs and where it comes from
     cells = await page.locator(f"{row} td").all_text_contents()
-    runs = 'remember("runs.jsonl", "acme", fmt="csv")'
+    runs = 'it_schedules.remember("runs.jsonl", "acme", fmt="csv")'
     assert cells[:3] == ["acme-report", f"{runs} run-time · high", "every 3600 s"]
     assert await page.get_attribute(f"{row} td:nth-child(2)", "title") == runs
     declared_cells = await page.locator(f"{declared} td").all_text_contents()
-    assert declared_cells[:3] == ["every_second", "every_second() declared", "every 1 s"]
+    full = "it_periodic.every_second"  # a declared schedule is named by its task
+    assert declared_cells[:3] == [full, f"{full}() declared", "every 1 s"]
     await page.screenshot(path=str(tmp_path / "schedules.png"), full_page=True)
     assert errors == []

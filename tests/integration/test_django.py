@@ -158,7 +158,7 @@ def workers(
             "1",
             FASTWORKER_DISCOVERY_ADDRESS=cluster.discovery,  # the settings read it
         )
-        asyncio.run(registered(cluster, "count_words", "count_posts"))
+        asyncio.run(registered(cluster, "blog.tasks.count_words", "blog.process_tasks.count_posts"))
         yield cluster.discovery
         subworker.stop()
         assert subworker.popen.returncode == 0, subworker.output()[-3000:]
@@ -179,6 +179,18 @@ async def registered(cluster: Cluster, *tasks: str) -> None:
         await wait_until(there, READY_TIMEOUT, f"a subworker running {', '.join(tasks)}")
 
 
+async def serving(cluster: Cluster, task: str) -> None:
+    """Wait until a worker of the cluster, its control plane's own or a subworker, runs
+    ``task``."""
+    async with cluster.client() as client:
+
+        async def there() -> bool:
+            assert all(p.popen.poll() is None for p in cluster.procs), cluster.procs[0].output()
+            return any(task in w.tasks for w in await client.list_workers())
+
+        await wait_until(there, READY_TIMEOUT, f"a worker running {task}")
+
+
 def test_the_example_projects_own_tests_pass_with_its_eager_settings(project: Project) -> None:
     done = project.manage("test", "--settings", "mysite.settings_test", "--verbosity", "2")
 
@@ -195,7 +207,7 @@ def test_delay_on_commit_submits_once_the_transaction_commits_and_the_task_write
     assert seen == {
         "while_open": 0,  # nothing on the control plane while the transaction was open
         "after_commit": 1,
-        "name": "count_words",
+        "name": "blog.tasks.count_words",  # module-qualified
         "status": "success",
         "result": 3,
         "word_count": 3,  # the subworker's write, read back from SQLite
@@ -216,6 +228,44 @@ def test_the_examples_view_queues_its_task_and_the_subworker_counts_the_words(
     assert seen["status_code"] == 201
     assert (seen["status"], seen["result"]) == ("success", 5)
     assert seen["shown"] == {"id": seen["pk"], "title": "From the view", "word_count": 5}
+
+
+@pytest.mark.parametrize("service", ["dev", "control-plane"])
+def test_manage_py_fastworker_listens_where_the_settings_discovery_address_points(
+    project: Project, tmp_path: Path, service: str
+) -> None:
+    # Given settings whose one port is FASTWORKER["DISCOVERY_ADDRESS"], on a free block:
+    # discovery, then the six request ports 5 above it (as 5555 follows 5550)
+    port = free_port_block(11)
+    settings = f"settings_port_{service.replace('-', '_')}"
+    (project.root / "mysite" / f"{settings}.py").write_text(
+        "from mysite.settings import *  # noqa: F403\n\n"
+        f'FASTWORKER = {{**FASTWORKER, "DISCOVERY_ADDRESS": "tcp://127.0.0.1:{port}"}}\n',
+        encoding="utf-8",
+    )
+    cluster = Cluster(tmp_path, base_port=port + 5, discovery_port=port)
+    try:
+        # When manage.py fastworker SERVICE runs with them, given no port but the dashboard's
+        project.start(
+            cluster,
+            service,
+            service,
+            settings=f"mysite.{settings}",
+            FASTWORKER_HTTP_PORT=str(free_port_block(1)),
+        )
+        asyncio.run(serving(cluster, "blog.tasks.count_words"))
+        # Then the view, whose client has only the settings to go by, gets its task run
+        done = project.run(
+            str(HERE / "django_scenarios.py"),
+            "view_by_settings",
+            env=project.env(f"mysite.{settings}"),
+        )
+        assert done.returncode == 0, done.stdout + done.stderr + cluster.procs[0].output()
+        seen = json.loads(done.stdout.strip().splitlines()[-1])
+        assert seen == {"status_code": 201, "status": "success", "result": 2}
+        assert f"127.0.0.1:{port + 5}" in cluster.procs[0].output()  # the first request port
+    finally:
+        cluster.stop()
 
 
 def test_each_worker_forked_from_a_set_up_parent_makes_its_own_default_client(

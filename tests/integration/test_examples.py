@@ -31,7 +31,7 @@ pytestmark = pytest.mark.integration
 async def test_quickstart_runs_its_tasks_in_the_background(tmp_path: Path) -> None:
     where = copy_example("quickstart", tmp_path)
     async with dev_cluster(where, "--task-modules", "tasks") as dev:
-        assert "running add, slugify, word_count" in dev.output
+        assert "running tasks.add, tasks.slugify, tasks.word_count" in dev.output
         out = await run_script(where, "main.py", dev.discovery)
     assert out.splitlines() == [
         "add(2, 3) = 5",
@@ -43,7 +43,7 @@ async def test_quickstart_runs_its_tasks_in_the_background(tmp_path: Path) -> No
 async def test_a_package_of_task_modules_is_loaded_by_dotted_names(tmp_path: Path) -> None:
     where = copy_example("task_package", tmp_path)
     async with dev_cluster(where, "--task-modules", "shop.orders", "shop.emails") as dev:
-        assert "running place_order, send_confirmation" in dev.output
+        assert "running shop.emails.send_confirmation, shop.orders.place_order" in dev.output
         out = await run_script(where, "place_order.py", dev.discovery)
     assert out.splitlines() == [
         "order: 5 items, total 9.00",
@@ -150,20 +150,27 @@ async def test_periodic_and_cron_tasks_are_scheduled_and_listed(tmp_path: Path) 
 
             async def heartbeat_ran_twice() -> bool:
                 schedules = {s.name: s for s in await client.list_schedules()}
-                return "heartbeat" in schedules and schedules["heartbeat"].times_run >= 2
+                return (
+                    "tasks.heartbeat" in schedules and schedules["tasks.heartbeat"].times_run >= 2
+                )
 
             await wait_until(heartbeat_ran_twice, 15, "the 1 s heartbeat to run twice")
             before = time.time()
             schedules = {s.name: s for s in await client.list_schedules()}
-            runs = [t for t in await client.list_tasks(limit=100) if t.name == "heartbeat"]
+            runs = [t for t in await client.list_tasks(limit=100) if t.name == "tasks.heartbeat"]
         out = await run_script(where, "schedules.py", dev.discovery)
 
-    assert set(schedules) == {"heartbeat", "purge_expired_sessions", "morning_report"}
-    assert schedules["heartbeat"].spec == "every 1 s"
+    # Periodic tasks are named by their (module-qualified) task names
+    assert set(schedules) == {
+        "tasks.heartbeat",
+        "tasks.purge_expired_sessions",
+        "tasks.morning_report",
+    }
+    assert schedules["tasks.heartbeat"].spec == "every 1 s"
     assert any(r.status == TaskStatus.SUCCESS for r in runs)
     # The cron tasks are due at their next matching minute (in a few seconds of test, they
     # ran at most once: only if a tick fell in them)
-    purge, report = schedules["purge_expired_sessions"], schedules["morning_report"]
+    purge, report = schedules["tasks.purge_expired_sessions"], schedules["tasks.morning_report"]
     assert (purge.spec, report.spec) == ("cron */5 * * * *", "cron 0 7 * * mon-fri")
     assert purge.times_run <= 1
     assert report.times_run <= 1
@@ -175,9 +182,9 @@ async def test_periodic_and_cron_tasks_are_scheduled_and_listed(tmp_path: Path) 
     assert out.splitlines()[0] == "3 periodic tasks"
     line = r", run \d+ times, last (never|20\S+), next 20\S+"
     expected = [
-        r"heartbeat: every 1 s",
-        r"morning_report: cron 0 7 \* \* mon-fri",
-        r"purge_expired_sessions: cron \*/5 \* \* \* \*",
+        r"tasks\.heartbeat: every 1 s",
+        r"tasks\.morning_report: cron 0 7 \* \* mon-fri",
+        r"tasks\.purge_expired_sessions: cron \*/5 \* \* \* \*",
     ]
     for start, got in zip(expected, out.splitlines()[1:], strict=True):
         assert re.fullmatch(start + line, got), got
@@ -191,10 +198,10 @@ async def test_callbacks_are_called_with_each_final_result(tmp_path: Path) -> No
     assert sorted(lines) == sorted(
         [
             "queued 4 tasks; doing other work while they run",
-            "callback: resize_image -> success: cat.png@300px",
-            "callback: resize_image -> success: cat.png@200px",
-            "callback: resize_image -> success: cat.png@100px",
-            "callback: corrupt_image -> failure: OSError: cannot decode dog.png",
+            "callback: tasks.resize_image -> success: cat.png@300px",
+            "callback: tasks.resize_image -> success: cat.png@200px",
+            "callback: tasks.resize_image -> success: cat.png@100px",
+            "callback: tasks.corrupt_image -> failure: OSError: cannot decode dog.png",
             "all 4 callbacks called",
         ]
     )

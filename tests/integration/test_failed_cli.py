@@ -61,7 +61,10 @@ async def test_a_task_failed_after_its_retries_is_listed_and_shown_with_its_trac
     header, *rows = listed.stdout.splitlines()
     assert header.split()[:4] == ["TASK", "NAME", "ERROR", "MESSAGE"]
     (row,) = [r for r in rows if r.startswith(task_id)]
-    assert row.split()[1:3] == ["flaky", "RuntimeError"]
+    assert row.split()[1:3] == [
+        "it_tasks.flaky",
+        "RuntimeError",
+    ]  # --task-name flaky: its full name
     assert "failure number 4" in row
     assert shown.returncode == 0, shown.stderr
     assert "attempts   4" in shown.stdout
@@ -134,14 +137,14 @@ async def test_a_schedule_added_with_arguments_runs_is_listed_and_stops_once_rem
         cluster, "schedules", "add", "greeting", "echo", '"hello"', "--every", "0.5"
     )
     assert added.returncode == 0, added.stderr
-    assert added.stdout.startswith('schedule greeting: echo("hello") every')
+    assert added.stdout.startswith('schedule greeting: it_tasks.echo("hello") every')
 
     # Then it runs, with its argument (a run counts once it is submitted; its task may
     # finish a moment later)
     async def ran() -> bool:
         infos = {s.name: s for s in await client.list_schedules()}
         page = await client.list_tasks(limit=1000)
-        finished = any(t.name == "echo" and t.result == "hello" for t in page)
+        finished = any(t.name == "it_tasks.echo" and t.result == "hello" for t in page)
         return "greeting" in infos and infos["greeting"].times_run >= 1 and finished
 
     await wait_until(ran, 15, "a run of the added schedule, its result hello")
@@ -150,7 +153,7 @@ async def test_a_schedule_added_with_arguments_runs_is_listed_and_stops_once_rem
     listed = await _fastworker(cluster, "schedules", "list")
     assert listed.returncode == 0, listed.stderr
     (row,) = [r for r in listed.stdout.splitlines() if "greeting" in r]
-    assert row.split()[0] == "echo"
+    assert row.split()[0] == "it_tasks.echo"  # added as echo: kept as its full name
     assert '"hello"' in row
 
     # When it is removed
@@ -212,10 +215,12 @@ async def test_the_sdk_adds_a_schedule_of_a_task_object_every_timedelta(
 ) -> None:
     info = await client.add_schedule("sum-2-3", add, args=[2, 3], interval=timedelta(seconds=0.5))
 
-    assert (info.name, info.task, info.args, info.source) == ("sum-2-3", "add", [2, 3], "runtime")
+    expected = ("sum-2-3", "it_tasks.add", [2, 3], "runtime")
+    assert (info.name, info.task, info.args, info.source) == expected
 
     async def ran() -> bool:
-        return any(t.name == "add" and t.result == 5 for t in await client.list_tasks(limit=100))
+        page = await client.list_tasks(limit=100)
+        return any(t.name == "it_tasks.add" and t.result == 5 for t in page)
 
     await wait_until(ran, 15, "a run of add(2, 3)")
     assert await client.remove_schedule("sum-2-3") is True

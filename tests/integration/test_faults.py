@@ -6,6 +6,7 @@ import asyncio
 import signal
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 from harness import Cluster, wait_until
@@ -116,7 +117,7 @@ async def test_tasks_finished_while_the_control_plane_was_frozen_past_its_heartb
     assert Counter(p.name.split(".")[0] for p in marks.iterdir()) == Counter("0123")
 
 
-async def _all_running(client: Client, ids: list[str]) -> bool:
+async def _all_running(client: Client, ids: Sequence[str]) -> bool:
     results = [await client.get_task_result(t) for t in ids]
     return all(r is not None and r.status == TaskStatus.RUNNING for r in results)
 

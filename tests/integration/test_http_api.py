@@ -75,7 +75,7 @@ def _it_task_names() -> list[str]:
             for decorator in node.decorator_list:
                 target = decorator.func if isinstance(decorator, ast.Call) else decorator
                 if isinstance(target, ast.Name) and target.id == "task":
-                    names.append(node.name)
+                    names.append(f"it_tasks.{node.name}")  # module-qualified by default
     return sorted(names)
 
 
@@ -85,7 +85,7 @@ STREAM_TIMEOUT = 10.0
 
 async def _finished(client: Client, *calls: tuple[str, tuple[Any, ...]]) -> list[str]:
     """Run tasks one after the other (so they finish in order); returns their ids."""
-    task_ids = []
+    task_ids: list[str] = []
     for name, args in calls:
         task_id = await client.delay(name, *args)
         await client.wait_result(task_id, timeout=20)
@@ -240,7 +240,8 @@ async def test_a_failed_task_shows_its_traceback_and_attempt_info(
     status, task = await get_json(http, f"{api}/api/tasks/{exploded}")
     assert status == 200
     assert set(task) == DETAIL_KEYS
-    assert (task["task_id"], task["name"], task["status"]) == (exploded, "explode", "failure")
+    expected = (exploded, "it_tasks.explode", "failure")
+    assert (task["task_id"], task["name"], task["status"]) == expected
     assert (task["attempts"], task["arguments_kept"], task["args"], task["result"]) == (
         1,
         False,
@@ -335,7 +336,7 @@ async def test_registered_lists_every_task_name_with_its_parameters_and_policy(
 
     assert status == 200
     assert [t["name"] for t in registered] == IT_TASKS
-    by_name = {t["name"]: t for t in registered}
+    by_name = {t["name"].removeprefix("it_tasks."): t for t in registered}  # checked above
     assert set(by_name["add"]) == {
         "name",
         "params",
@@ -449,7 +450,7 @@ async def test_the_event_stream_sends_snapshots_and_the_transitions_of_new_tasks
         assert all(
             set(e) == {"kind", "task_id", "name", "worker_id", "attempts", "at"} for e in seen
         )
-        assert seen[-1]["name"] == "add"
+        assert seen[-1]["name"] == "it_tasks.add"
         assert seen[-1]["worker_id"].startswith("local-")
         assert seen[-1]["attempts"] == 1
         at = [e["at"] for e in seen]

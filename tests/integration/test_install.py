@@ -284,7 +284,7 @@ async def test_fastworker_dev_runs_mytasks_from_the_application_directory(
             return "ready:" in process.output
 
         await wait_until(ready, READY_TIMEOUT, "fastworker dev to say it is ready")
-        assert "running resize" in process.output
+        assert "running mytasks.resize" in process.output  # module-qualified
         assert submit_resize(installed.app, discovery) == '"photo.png resized to 640px"'
         assert process.interrupt() == 0, process.output[-4000:]
 
@@ -345,9 +345,9 @@ async def test_the_queues_and_limits_section_runs_as_written(installed: Installe
     assert "exports" in printed[2]
     assert printed[5] == "queue reports paused"
     limits = {line.split()[1]: line for line in printed[6].splitlines()[1:]}
-    assert "rate 60/m" in limits["build_report"]
+    assert "rate 60/m" in limits["shop.build_report"]  # set as build_report: its full name
     assert "5 at once" in limits["exports"]
-    assert "1 at once per customer_id" in limits["export_orders"]
+    assert "1 at once per customer_id" in limits["shop.export_orders"]
 
 
 async def test_the_queues_guide_runs_as_written(installed: Installed) -> None:

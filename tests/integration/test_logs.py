@@ -40,7 +40,7 @@ async def test_a_subworker_logs_json_lines_carrying_the_running_tasks_fields(
     said = {str(line["event"]): line for line in lines if line.get("task_id") == result.task_id}
     assert set(said) == {"stdlib says hi", "structlog says"}
     for line in said.values():
-        assert line["task_name"] == "chatty"
+        assert line["task_name"] == "it_tasks.chatty"
         assert line["worker_id"] == worker.worker_id
         assert line["trace_id"] is None  # the client did not trace
     assert said["stdlib says hi"]["level"] == "warning"

@@ -102,10 +102,10 @@ async def test_prometheus_reads_back_the_exact_counts_of_a_known_workload(
             prom,
             'fastworker_tasks_submitted_total{job="control-plane"}',
             {
-                ("add", "normal"): NORMAL_ADDS,
-                ("add", "high"): HIGH_ADDS,
-                ("explode", "normal"): EXPLOSIONS,
-                ("flaky", "normal"): FLAKY,
+                ("it_tasks.add", "normal"): NORMAL_ADDS,
+                ("it_tasks.add", "high"): HIGH_ADDS,
+                ("it_tasks.explode", "normal"): EXPLOSIONS,
+                ("it_tasks.flaky", "normal"): FLAKY,
             },
             "task_name",
             "priority",
@@ -114,9 +114,9 @@ async def test_prometheus_reads_back_the_exact_counts_of_a_known_workload(
             prom,
             'fastworker_tasks_succeeded_total{job="control-plane"}',
             {
-                ("add", "normal"): NORMAL_ADDS,
-                ("add", "high"): HIGH_ADDS,
-                ("flaky", "normal"): FLAKY,
+                ("it_tasks.add", "normal"): NORMAL_ADDS,
+                ("it_tasks.add", "high"): HIGH_ADDS,
+                ("it_tasks.flaky", "normal"): FLAKY,
             },
             "task_name",
             "priority",
@@ -124,7 +124,7 @@ async def test_prometheus_reads_back_the_exact_counts_of_a_known_workload(
         await _query(
             prom,
             'fastworker_tasks_failed_total{job="control-plane"}',
-            {("explode", "normal"): EXPLOSIONS},
+            {("it_tasks.explode", "normal"): EXPLOSIONS},
             "task_name",
             "priority",
         )
@@ -146,7 +146,7 @@ async def test_prometheus_reads_back_the_exact_counts_of_a_known_workload(
         await _query(
             prom,
             'fastworker_tasks_retried_total{job="control-plane"}',
-            {("flaky", "normal"): FLAKY},
+            {("it_tasks.flaky", "normal"): FLAKY},
             "task_name",
             "priority",
         )
@@ -162,10 +162,10 @@ async def test_prometheus_reads_back_the_exact_counts_of_a_known_workload(
             prom,
             'fastworker_task_run_seconds_count{job="control-plane"}',
             {
-                ("add", "normal"): NORMAL_ADDS,
-                ("add", "high"): HIGH_ADDS,
-                ("explode", "normal"): EXPLOSIONS,
-                ("flaky", "normal"): 2 * FLAKY,
+                ("it_tasks.add", "normal"): NORMAL_ADDS,
+                ("it_tasks.add", "high"): HIGH_ADDS,
+                ("it_tasks.explode", "normal"): EXPLOSIONS,
+                ("it_tasks.flaky", "normal"): 2 * FLAKY,
             },
             "task_name",
             "priority",
@@ -196,10 +196,10 @@ async def test_prometheus_reads_back_the_exact_counts_of_a_known_workload(
             prom,
             'sum by (task_name, outcome) (fastworker_subworker_tasks_total{job="subworker"})',
             {
-                ("add", "success"): NORMAL_ADDS + HIGH_ADDS,
-                ("explode", "exception"): EXPLOSIONS,
-                ("flaky", "exception"): FLAKY,
-                ("flaky", "success"): FLAKY,
+                ("it_tasks.add", "success"): NORMAL_ADDS + HIGH_ADDS,
+                ("it_tasks.explode", "exception"): EXPLOSIONS,
+                ("it_tasks.flaky", "exception"): FLAKY,
+                ("it_tasks.flaky", "success"): FLAKY,
             },
             "task_name",
             "outcome",
@@ -278,9 +278,9 @@ async def test_the_exposition_names_series_by_convention_and_never_labels_a_task
     assert {
         s.labels["task_name"] for f in families for s in f.samples if "task_name" in s.labels
     } == {
-        "add",
-        "explode",
-        "flaky",
+        "it_tasks.add",
+        "it_tasks.explode",
+        "it_tasks.flaky",
     }
 
     # And every series is ours, with the suffix its type calls for

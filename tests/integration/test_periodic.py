@@ -48,7 +48,9 @@ async def test_a_one_second_task_with_two_subworkers_runs_once_per_tick(
 
         await wait_until(five_runs, timeout=15, what="five ticks")
         elapsed = time.monotonic() - started
-        runs = [t for t in await client.list_tasks(limit=1000) if t.name == "every_second"]
+        runs = [
+            t for t in await client.list_tasks(limit=1000) if t.name == "it_periodic.every_second"
+        ]
         [schedule] = await client.list_schedules()
     assert 3.5 <= elapsed <= 7.0
     assert schedule.spec == "every 1 s"
@@ -96,5 +98,5 @@ async def test_the_schedules_command_lists_periodic_tasks(cluster: Cluster) -> N
     assert done.returncode == 0, done.stderr
     header, row = done.stdout.splitlines()[:2]
     assert header.split()[:2] == ["TASK", "SCHEDULE"]
-    assert row.startswith("every_second")
+    assert row.startswith("it_periodic.every_second")  # named by its task
     assert "every 1 s" in row

@@ -207,3 +207,12 @@ async def test_a_task_holding_the_gil_is_still_cancelled(
     cancelled = await client.get_task_result(task_id)
     assert cancelled is not None
     assert cancelled.status == TaskStatus.CANCELLED
+
+
+async def test_a_process_task_asking_for_a_retry_is_tried_again(pool_of_one: Client) -> None:
+    result = await (await pool_of_one.delay("asks_again_in_child")).result(timeout=30)
+    assert (result.status, result.result, result.attempts) == (TaskStatus.SUCCESS, 3, 3)
+    assert [e.message for e in result.attempt_errors] == [
+        "attempt 1 asks again",
+        "attempt 2 asks again",
+    ]

@@ -92,7 +92,7 @@ async def test_a_process_task_logs_with_its_fields_and_its_child_pid(cluster: Cl
     }
     assert set(said) == {"child stdlib says hi", "child structlog says"}
     for line in said.values():
-        assert line["task_name"] == "chatty_child"
+        assert line["task_name"] == "it_processes.chatty_child"
         assert line["worker_id"] == worker.worker_id
         assert line["child_pid"] == result.result
 
@@ -117,17 +117,27 @@ async def test_a_process_tasks_spans_nest_under_dispatch_even_when_its_child_is_
 
         def complete(spans: list[ReceivedSpan]) -> bool:
             names = {s.name for s in spans}
-            return {"process traced_child", "inner work", "process late_write"} <= names
+            return {
+                "process it_processes.traced_child",
+                "inner work",
+                "process it_processes.late_write",
+            } <= names
 
         spans = await receiver.wait_for_async(complete, 20, "the process tasks' spans")
-    [dispatch] = [s for s in _of(spans, ran["task_id"]) if s.name == "dispatch traced_child"]
-    [process] = [s for s in _of(spans, ran["task_id"]) if s.name == "process traced_child"]
+    [dispatch] = [
+        s for s in _of(spans, ran["task_id"]) if s.name == "dispatch it_processes.traced_child"
+    ]
+    [process] = [
+        s for s in _of(spans, ran["task_id"]) if s.name == "process it_processes.traced_child"
+    ]
     [inner] = [s for s in spans if s.name == "inner work"]
     assert process.parent_span_id == dispatch.span_id
     assert inner.parent_span_id == process.span_id
     assert inner.trace_id == process.trace_id == dispatch.trace_id
     assert process.attributes["process.pid"] != 0
-    [stopped] = [s for s in _of(spans, killed.task_id) if s.name == "process late_write"]
+    [stopped] = [
+        s for s in _of(spans, killed.task_id) if s.name == "process it_processes.late_write"
+    ]
     [its_dispatch] = [s for s in _of(spans, killed.task_id) if s.name.startswith("dispatch")]
     assert stopped.parent_span_id == its_dispatch.span_id
     assert stopped.status_code == "ERROR"

@@ -131,7 +131,7 @@ async def test_a_worker_shares_itself_between_its_queues_by_their_weights(
         results = await client.wait_results([*reports, *emails], timeout=60)
     # Then while both had work (the first 1,000 starts), default got 4 of every 5 (+-10%)
     first = sorted(results, key=lambda r: r.result["start"])[:1000]
-    share = sum(1 for r in first if r.name == "send_email") / len(first)
+    share = sum(1 for r in first if r.name == "it_queues.send_email") / len(first)
     assert 0.72 <= share <= 0.88, f"default's share was {share:.2f}, its weight 0.8"
 
 
@@ -237,10 +237,10 @@ async def test_limits_and_pauses_survive_a_control_plane_restart(
         limits = {(li.scope, li.name): li for li in await client.list_limits()}
         queues = {q.name: q for q in await client.list_queues()}
     assert limits[("queue", "reports")].rate_limit == "5/s"
-    assert limits[("task", "send_email")].concurrency_limit == 2
+    assert limits[("task", "it_queues.send_email")].concurrency_limit == 2
     assert limits[("queue", "reports")].overridden
-    assert limits[("task", "send_email")].overridden
-    assert not limits[("task", "call_api")].overridden  # declared by @task, not set
+    assert limits[("task", "it_queues.send_email")].overridden
+    assert not limits[("task", "it_queues.call_api")].overridden  # declared by @task, not set
     assert queues["bulk"].paused
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from harness import wait_until
 
-from fastworker import Client, TaskRegistry, task
+from fastworker import Client, TaskRegistry, signals, task
 from fastworker.testing import free_port_block
 from fastworker_control_plane.app import ControlPlane
 from fastworker_control_plane.config import ControlPlaneConfig
@@ -224,3 +224,24 @@ async def test_after_the_control_plane_restarts_the_lane_serves_the_new_one() ->
         finally:
             plane.request_stop()
             await asyncio.wait_for(asyncio.gather(serving, return_exceptions=True), DEADLINE)
+
+
+async def test_signal_handlers_run_on_the_lanes_thread_once_per_task() -> None:
+    starts: list[tuple[str, str]] = []
+
+    def started(run: signals.TaskRun) -> None:
+        starts.append((run.id, threading.current_thread().name))
+
+    signals.task_prerun.connect(started)
+    try:
+        async with lane_setup() as setup:
+            await warmed(setup)
+            on_lane = setup.worker.quick_lane_runs
+            ids = [await setup.client.delay("count", key) for key in range(1, 51)]
+            await setup.client.wait_results(ids, timeout=DEADLINE)
+            assert setup.worker.quick_lane_runs > on_lane
+    finally:
+        signals.task_prerun.disconnect(started)
+    threads = dict(starts)
+    assert sorted(task_id for task_id, _ in starts if task_id in ids) == sorted(ids)  # once each
+    assert "fastworker-lane" in {threads[i] for i in ids}

@@ -110,14 +110,16 @@ async def test_a_run_time_schedule_with_arguments_runs_once_per_tick_on_two_subw
         await wait_until(six_runs, 20, "six runs of the schedule")
         elapsed = time.monotonic() - started
         [schedule] = await client.list_schedules()
-        listed = [t for t in await client.list_tasks(limit=1000) if t.name == "remember"]
+        listed = [
+            t for t in await client.list_tasks(limit=1000) if t.name == "it_schedules.remember"
+        ]
 
     # Then it was made, and each tick ran it once, with its arguments
     assert isinstance(added, ScheduleAdded), added
     assert added.created
     assert (added.schedule.source, added.schedule.task, added.schedule.spec) == (
         "runtime",
-        "remember",
+        "it_schedules.remember",  # added as remember: kept under its full name
         "every 0.5 s",
     )
     lines = ran(runs)
@@ -170,7 +172,7 @@ async def test_a_run_time_schedule_survives_a_control_plane_restart(
     assert (restored.name, restored.source, restored.task, restored.priority) == (
         "acme-report",
         "runtime",
-        "remember",
+        "it_schedules.remember",
         "high",
     )
     assert (restored.args, restored.kwargs) == ([str(runs), "acme"], {"fmt": "csv"})
@@ -205,7 +207,9 @@ async def test_a_removed_schedule_runs_no_more(cluster: Cluster, tmp_path: Path)
         waited = await client.delay("remember", str(marker), "marker", countdown=3 * INTERVAL)
         await client.wait(waited, timeout=20)
         again = await request(cluster, RemoveSchedule(name="acme-report"))
-        tasks = [t for t in await client.list_tasks(limit=1000) if t.name == "remember"]
+        tasks = [
+            t for t in await client.list_tasks(limit=1000) if t.name == "it_schedules.remember"
+        ]
 
     # Then no tick came due after its removal, and it is gone from the listing
     assert removed == ScheduleRemoved(name="acme-report", removed=True)
@@ -215,6 +219,9 @@ async def test_a_removed_schedule_runs_no_more(cluster: Cluster, tmp_path: Path)
     assert max(due_times(ids)) <= removed_at
     assert {t.task_id for t in tasks} == {*ids, waited}  # every run queued has run
     assert [line["customer"] for line in ran(marker)] == ["marker"]
+
+
+EVERY_SECOND = "it_periodic.every_second"  # a declared schedule is named by its task
 
 
 async def test_bad_schedules_get_clear_error_replies(cluster: Cluster, tmp_path: Path) -> None:
@@ -235,8 +242,8 @@ async def test_bad_schedules_get_clear_error_replies(cluster: Cluster, tmp_path:
                 schedule=report_schedule(runs, interval=None, cron="0 9 * * 1", tz="Mars/X")
             ),
             "bad arguments": AddSchedule(schedule=report_schedule(runs, args=[])),
-            "declared name": AddSchedule(schedule=report_schedule(runs, name="every_second")),
-            "remove declared": RemoveSchedule(name="every_second"),
+            "declared name": AddSchedule(schedule=report_schedule(runs, name=EVERY_SECOND)),
+            "remove declared": RemoveSchedule(name=EVERY_SECOND),
         }
         replies = {what: await request(cluster, message) for what, message in asked.items()}
         unknown = await request(cluster, RemoveSchedule(name="never-made"))
@@ -259,7 +266,7 @@ async def test_bad_schedules_get_clear_error_replies(cluster: Cluster, tmp_path:
         assert reply.code == code, (what, reply)
         assert words in reply.message, (what, reply)
     assert unknown == ScheduleRemoved(name="never-made", removed=False)
-    assert [(s.name, s.source) for s in schedules] == [("every_second", "declared")]
+    assert [(s.name, s.source) for s in schedules] == [(EVERY_SECOND, "declared")]
 
 
 async def test_a_declared_periodic_task_runs_at_the_priority_it_declares(

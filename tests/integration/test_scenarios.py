@@ -161,6 +161,20 @@ def workflow(build: Callable[[], Any]) -> Run:
     return run
 
 
+def workflow_value(build: Callable[[], Any]) -> Run:
+    """Submit a canvas as a workflow and await its handle: the value it leaves."""
+
+    async def run(client: Client) -> Seen:
+        try:
+            handle = await client.submit_workflow(build())
+        except FastWorkerError as exc:
+            return Seen(raised=type(exc).__name__)
+        value = await handle.get(timeout=30)
+        return Seen(status=await handle.status(), result=value)
+
+    return run
+
+
 NO_WORKFLOWS = "eager mode refuses workflows (documented: no workflow engine)"
 NO_CLOCK = "eager mode runs a delayed task at once (documented: no clock)"
 NO_QUEUES = "eager mode has no queue: no order, no pause (documented)"
@@ -207,6 +221,22 @@ SCENARIOS = [
         "a task that fails twice and then returns succeeds at its third attempt",
         submitting(lambda c: c.delay(t.third_time)),
         Seen(status="success", result=3, attempts=3, attempt_errors=2),
+    ),
+    Scenario(
+        "a task that asks for a retry is tried again, whatever its retry_on",
+        submitting(lambda c: c.delay(t.asks_again)),
+        Seen(status="success", result=3, attempts=3, attempt_errors=2),
+    ),
+    Scenario(
+        "a task that keeps asking for a retry fails with its error after max_retries",
+        submitting(lambda c: c.delay(t.keeps_asking)),
+        Seen(status="failure", error="ValueError", reason="retry", attempts=3, attempt_errors=3),
+    ),
+    Scenario(
+        "a workflow handle's value is what the workflow leaves",
+        workflow_value(lambda: chord([t.add.s(1, 1), t.add.s(2, 2)], t.total.s())),
+        Seen(status="success", result=6),
+        not_eager=NO_WORKFLOWS,
     ),
     Scenario(
         "an error outside retry_on is not retried",

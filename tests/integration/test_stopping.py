@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -97,7 +97,7 @@ async def test_many_running_tasks_cancelled_at_once_all_end_cancelled(cluster: C
     assert follow.result == 8
 
 
-async def _all_running(client: Client, ids: list[str]) -> bool:
+async def _all_running(client: Client, ids: Sequence[str]) -> bool:
     return all([await _running(client, t) for t in ids])
 
 

@@ -180,7 +180,7 @@ async def test_a_silent_control_plane_times_out_at_the_deadline_and_a_retry_runs
     assert 0.9 <= took < 3
     assert result.status == TaskStatus.SUCCESS
     assert result.attempts == 1
-    assert [t.task_id for t in listed if t.name == "nap"] == [task_id]
+    assert [t.task_id for t in listed if t.name == "it_tasks.nap"] == [task_id]
 
 
 async def test_a_held_wait_outlasts_the_call_timeout(plane: Cluster, flavour: str) -> None:

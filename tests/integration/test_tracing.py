@@ -74,11 +74,17 @@ async def test_one_task_is_one_trace_whose_spans_come_from_three_processes(
 
     def complete(spans: list[ReceivedSpan]) -> bool:
         mine = [s for s in spans if s.attributes.get("messaging.message.id") == task_id]
-        return {s.name for s in mine} >= {"send add", "dispatch add", "process add"}
+        return {s.name for s in mine} >= {
+            "send add",
+            "dispatch it_tasks.add",
+            "process it_tasks.add",
+        }
 
     spans = await receiver.wait_for_async(complete, 15, "the task's three spans")
     mine = [s for s in spans if s.attributes.get("messaging.message.id") == task_id]
-    send, dispatch, process = (only(mine, f"{op} add") for op in ("send", "dispatch", "process"))
+    # the client's span names what it sent; the control plane's, the full name it stands for
+    send = only(mine, "send add")
+    dispatch, process = (only(mine, f"{op} it_tasks.add") for op in ("dispatch", "process"))
 
     assert len({s.trace_id for s in mine}) == 1
     assert (send.service, dispatch.service, process.service) == (
@@ -119,16 +125,16 @@ async def test_a_retried_task_shows_each_attempt_in_its_trace(
 
     def three_attempts(spans: list[ReceivedSpan]) -> bool:
         mine = [s for s in spans if s.attributes.get("messaging.message.id") == task_id]
-        return sum(s.name == "process flaky" for s in mine) == 3
+        return sum(s.name == "process it_tasks.flaky" for s in mine) == 3
 
     spans = await receiver.wait_for_async(three_attempts, 15, "three process spans")
     mine = [s for s in spans if s.attributes.get("messaging.message.id") == task_id]
     send = only(mine, "send flaky")
     dispatches = sorted(
-        (s for s in mine if s.name == "dispatch flaky"),
+        (s for s in mine if s.name == "dispatch it_tasks.flaky"),
         key=lambda s: s.attributes["fastworker.attempt"],  # type: ignore[arg-type, return-value]
     )
-    processes = {s.parent_span_id: s for s in mine if s.name == "process flaky"}
+    processes = {s.parent_span_id: s for s in mine if s.name == "process it_tasks.flaky"}
 
     assert len({s.trace_id for s in mine}) == 1
     assert [d.attributes["fastworker.attempt"] for d in dispatches] == [1, 2, 3]
@@ -153,9 +159,11 @@ async def test_a_task_logs_with_the_trace_id_of_its_trace(
 
     result = submit_with_cli(cluster, env, "--task-name", "chatty", "--args", "hello")
     spans = await receiver.wait_for_async(
-        lambda spans: any(s.name == "process chatty" for s in spans), 15, "the process span"
+        lambda spans: any(s.name == "process it_tasks.chatty" for s in spans),
+        15,
+        "the process span",
     )
-    trace_id = only(spans, "process chatty").trace_id
+    trace_id = only(spans, "process it_tasks.chatty").trace_id
 
     subworker = next(p for p in cluster.procs if p.name == "subworker")
     lines = [json.loads(line) for line in subworker.output().splitlines() if line.startswith("{")]

@@ -92,7 +92,7 @@ async def test_a_chain_of_three_is_one_trace_whose_steps_descend_from_the_workfl
     # And every step's dispatch and process span is in its trace, below it
     for step_id in step_ids:
         mine = [s for s in spans if s.attributes.get("messaging.message.id") == step_id]
-        dispatch, process = only(mine, "dispatch add"), only(mine, "process add")
+        dispatch, process = only(mine, "dispatch it_tasks.add"), only(mine, "process it_tasks.add")
         assert {s.trace_id for s in mine} == {workflow.trace_id}
         assert dispatch.parent_span_id == workflow.span_id
         assert process.parent_span_id == dispatch.span_id
@@ -100,7 +100,8 @@ async def test_a_chain_of_three_is_one_trace_whose_steps_descend_from_the_workfl
     # And so does the link task queued once the workflow succeeded
     linked = await receiver.wait_for_async(
         lambda spans: any(
-            s.name == "process add" and s.attributes.get("messaging.message.id") not in step_ids
+            s.name == "process it_tasks.add"
+            and s.attributes.get("messaging.message.id") not in step_ids
             for s in spans
         ),
         15,
@@ -109,7 +110,8 @@ async def test_a_chain_of_three_is_one_trace_whose_steps_descend_from_the_workfl
     link = next(
         s
         for s in linked
-        if s.name == "process add" and s.attributes.get("messaging.message.id") not in step_ids
+        if s.name == "process it_tasks.add"
+        and s.attributes.get("messaging.message.id") not in step_ids
     )
     assert link.trace_id == workflow.trace_id
     assert descends_from(link, workflow, linked)

@@ -36,7 +36,7 @@ def test_s_makes_a_mutable_signature_and_si_an_immutable_one() -> None:
 
     assert (fed.task, fed.args, fed.kwargs, fed.immutable) == (add, (2,), {}, False)
     assert (fixed.args, fixed.immutable) == ((2, 2), True)
-    assert fed.name == "add"
+    assert fed.name == f"{__name__}.add"  # module-qualified
 
 
 def test_sig_by_name_takes_priority_and_queue_as_options_and_the_rest_as_the_tasks() -> None:

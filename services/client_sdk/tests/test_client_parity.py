@@ -34,7 +34,19 @@ SYNC_ONLY = {
 }
 
 # Called without ``await`` on both sides: they do no I/O.
-NOT_AWAITED = {"stop", "get_result", "get_status", "watch"}
+NOT_AWAITED = {
+    "stop",
+    "get_result",
+    "get_status",
+    "last_seen_result",
+    "last_seen_status",
+    "watch",
+    "handle",
+    "workflow_handle",
+}
+
+# The handles each client returns: the same methods, awaited on the async client's.
+HANDLES = {"AsyncTaskHandle": "TaskHandle", "AsyncWorkflowHandle": "WorkflowHandle"}
 
 PUBLIC_DUNDERS = {"__init__", "__enter__", "__exit__", "__aenter__", "__aexit__"}
 
@@ -47,7 +59,11 @@ def shape(fn: Any) -> tuple[list[tuple[str, Any, Any, Any]], Any]:
     """Parameters (name, kind, default, annotation) and return annotation."""
     signature = inspect.signature(fn)
     params = [(p.name, p.kind, p.default, p.annotation) for p in signature.parameters.values()]
-    return params, signature.return_annotation
+    returned = signature.return_annotation
+    if isinstance(returned, str):
+        for async_handle, sync_handle in HANDLES.items():
+            returned = returned.replace(async_handle, sync_handle)
+    return params, returned
 
 
 def shared() -> list[str]:

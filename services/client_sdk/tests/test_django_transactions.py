@@ -78,7 +78,7 @@ def test_a_submission_inside_a_transaction_waits_for_its_commit(runner: Eager) -
 
     [submission] = runner.submissions
     assert (submission.name, submission.args, submission.result.result) == (
-        "django_unit_record",
+        f"{__name__}.django_unit_record",  # module-qualified
         [1],
         1,
     )
@@ -195,7 +195,10 @@ def test_a_db_task_keeps_the_functions_name_parameters_and_async_kind() -> None:
     async def fetch(url: str) -> str:
         return url
 
-    assert reg.names() == ["build", "fetch"]
+    here = (
+        f"{__name__}.{test_a_db_task_keeps_the_functions_name_parameters_and_async_kind.__name__}"
+    )
+    assert reg.names() == [f"{here}.<locals>.build", f"{here}.<locals>.fetch"]
     assert [p.name for p in build.signature().params] == ["day", "draft"]
     assert build.queue == "reports"
     assert build.fn.__qualname__.endswith("build")

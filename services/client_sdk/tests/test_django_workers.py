@@ -81,14 +81,76 @@ def test_a_subworker_gets_the_client_settings_it_shares_with_the_project() -> No
     }
 
 
-def test_a_control_plane_gets_the_token_but_not_a_clients_tls_or_address() -> None:
+def test_a_control_plane_gets_the_token_and_its_ports_but_not_a_clients_tls() -> None:
     settings = read_settings(
         {"DISCOVERY_ADDRESS": "tcp://cp:5550", "AUTH_TOKEN": "secret", "TLS": TLS("ca.pem")}
     )
 
     env = worker_env("control-plane", settings, "mysite.settings", {})
 
-    assert env == {"DJANGO_SETTINGS_MODULE": "mysite.settings", "FASTWORKER_AUTH_TOKEN": "secret"}
+    assert env == {
+        "DJANGO_SETTINGS_MODULE": "mysite.settings",
+        "FASTWORKER_AUTH_TOKEN": "secret",
+        "FASTWORKER_DISCOVERY_PORT": "5550",
+        "FASTWORKER_BASE_PORT": "5555",
+    }
+
+
+@pytest.mark.parametrize("service", ["control-plane", "dev"])
+def test_a_control_plane_listens_where_the_settings_discovery_address_points(
+    service: str,
+) -> None:
+    # Given settings whose clients look for the control plane on port 7100
+    settings = read_settings({"DISCOVERY_ADDRESS": "tcp://127.0.0.1:7100"})
+
+    # When the command's environment is made
+    env = worker_env(service, settings, "mysite.settings", {})
+
+    # Then discovery is on that port, and the six request ports follow it as 5555 follows 5550
+    assert env["FASTWORKER_DISCOVERY_PORT"] == "7100"
+    assert env["FASTWORKER_BASE_PORT"] == "7105"
+    assert "FASTWORKER_DISCOVERY_ADDRESS" not in env  # a control plane has no such option
+
+
+def test_a_base_port_already_in_the_environment_keeps_its_value() -> None:
+    settings = read_settings({"DISCOVERY_ADDRESS": "tls+tcp://[::1]:7100"})
+
+    env = worker_env("dev", settings, "mysite.settings", {"FASTWORKER_BASE_PORT": "9000"})
+
+    assert env["FASTWORKER_DISCOVERY_PORT"] == "7100"
+    assert "FASTWORKER_BASE_PORT" not in env  # the environment's 9000 stays
+
+
+def test_without_a_discovery_address_a_control_plane_keeps_the_default_ports() -> None:
+    env = worker_env("control-plane", read_settings({"TIMEOUT": 3}), "mysite.settings", {})
+
+    assert not {"FASTWORKER_DISCOVERY_PORT", "FASTWORKER_BASE_PORT"} & set(env)
+
+
+def test_a_list_of_replicas_addresses_sets_no_port() -> None:
+    settings = read_settings({"DISCOVERY_ADDRESS": "tcp://cp-0:5550,tcp://cp-1:5550"})
+
+    env = worker_env("control-plane", settings, "mysite.settings", {})
+
+    assert not {"FASTWORKER_DISCOVERY_PORT", "FASTWORKER_BASE_PORT"} & set(env)
+
+
+@pytest.mark.parametrize(
+    ("address", "says"),
+    [
+        ("ipc:///tmp/cp", "listens on tcp://host:port"),
+        ("tcp://cp", "listens on tcp://host:port"),
+        ("cp:5550", "listens on tcp://host:port"),
+        ("tcp://cp:65534", "set FASTWORKER_BASE_PORT or pass --base-port"),
+    ],
+)
+def test_a_discovery_address_a_control_plane_cannot_listen_on_is_refused(
+    address: str, says: str
+) -> None:
+    settings = read_settings({"DISCOVERY_ADDRESS": address})
+
+    with pytest.raises(WorkerUsageError, match=says):
+        worker_env("control-plane", settings, "mysite.settings", {})
 
 
 def test_the_project_directory_goes_first_on_an_existing_pythonpath() -> None:

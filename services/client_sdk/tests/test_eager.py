@@ -213,7 +213,8 @@ def test_an_idempotency_key_names_one_task() -> None:
 def test_current_task_inside_an_eager_task() -> None:
     with eager(registry), SyncClient() as client:
         task_id = client.delay(whoami)
-        assert client.wait(task_id) == {"id": task_id, "name": "whoami", "attempt": 1}
+        expected = {"id": task_id, "name": f"{__name__}.whoami", "attempt": 1}
+        assert client.wait(task_id) == expected
 
 
 async def test_the_async_client_runs_async_and_sync_tasks_inline() -> None:

@@ -417,6 +417,45 @@ async def test_with_no_new_leader_a_call_fails_at_its_deadline(
     assert 1.5 < elapsed < 2.0 + 0.75
 
 
+@pytest.mark.parametrize("flavour", ["async", "sync"])
+async def test_a_leader_that_answered_then_stopped_is_followed_not_reported(
+    discovery: FakeDiscovery, leaders: Callable[[str, int], FakeLeader], flavour: str
+) -> None:
+    # Given a client that A (epoch 5) answered, then A stopped
+    a, b = leaders("a", 5), leaders("b", 6)
+    discovery.announce = a.announce
+    async with opened(flavour, discovery.address) as client:
+        assert await client.list_workers() == []
+        a.close()
+        # When a call is made, and B is elected while the client looks for a leader
+        calling = asyncio.ensure_future(client.list_workers())
+        await announce_after_probe(discovery, b.announce)
+        # Then B answers it: a stop with a successor is no "stopped answering"
+        assert await asyncio.wait_for(calling, 10) == []
+    assert b.of_kind(ListWorkers)
+
+
+@pytest.mark.parametrize("flavour", ["async", "sync"])
+async def test_a_leader_that_answered_then_stopped_with_no_successor_stopped_answering(
+    discovery: FakeDiscovery, leaders: Callable[[str, int], FakeLeader], flavour: str
+) -> None:
+    # Given a client that A (epoch 5) answered, then A stopped and no replica took over
+    a = leaders("a", 5)
+    discovery.announce = a.announce
+    async with opened(flavour, discovery.address, timeout=2.0, connect_timeout=0.5) as client:
+        assert await client.list_workers() == []
+        a.close()
+        started = time.monotonic()
+        # When a call is made, then at its deadline it says A stopped, and no one else answered
+        with pytest.raises(ControlPlaneUnavailable) as raised:
+            await client.list_workers()
+        elapsed = time.monotonic() - started
+    message = str(raised.value)
+    assert f"the control plane at {a.announce.submit[0]} stopped answering (last seen" in message
+    assert "no other replica answered either" in message
+    assert elapsed < 2.0 + 0.75
+
+
 # --- several discovery addresses -----------------------------------------------------------------
 
 

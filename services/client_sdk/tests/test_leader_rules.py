@@ -50,6 +50,16 @@ def test_a_client_alone_still_gives_up_after_connect_timeout() -> None:
     assert not attempts.again(100.5, connected=False, following=False)
 
 
+def test_an_attempt_that_waited_its_whole_connect_budget_spent_it_to_the_millisecond() -> None:
+    # Given a slot no longer than the connect budget (4 s over 4 attempts, 1 s each)
+    attempts = Attempts(Budget(timeout=4.0, retries=3, connect_timeout=1.0), started=100.0)
+    attempts.timeout(100.0)
+    # When NNG's wait, in whole milliseconds rounded down, ends a hair before the budget
+    # Then the call gives up: it does not wait a second connect budget
+    assert not attempts.again(100.9995, connected=False, following=False)
+    assert attempts.again(100.9, connected=False, following=False)  # well before: again
+
+
 def test_a_held_wait_resent_waits_only_for_what_is_left() -> None:
     assert rewait(Get(task_ids=["t"], wait=8.0), 8.0, 3.0) == Get(task_ids=["t"], wait=5.0)
     assert rewait(Get(task_ids=["t"]), None, 3.0) == Get(task_ids=["t"])

@@ -302,7 +302,7 @@ def test_a_task_object_gives_its_name_and_its_priority() -> None:
     )
 
     assert (spec.task, spec.priority, spec.cron, spec.tz) == (
-        "report",
+        report.name,  # module-qualified: the name it is registered under
         Priority.HIGH,
         "0 3 * * 1",
         "Europe/Paris",

@@ -12,7 +12,7 @@ from fastworker import Priority, Task, TaskRegistry, default_registry, task
 from fastworker_protocol import Param, TaskSignature
 
 
-def test_a_bare_decorator_registers_the_function_under_its_name() -> None:
+def test_a_bare_decorator_registers_the_function_under_its_module_qualified_name() -> None:
     registry = TaskRegistry()
 
     def add(x: int, y: int) -> int:
@@ -20,10 +20,12 @@ def test_a_bare_decorator_registers_the_function_under_its_name() -> None:
 
     registered = task(registry=registry)(add)
 
+    full = f"{__name__}.{add.__qualname__}"  # test_...<locals>.add: defined in this test
     assert isinstance(registered, Task)
-    assert (registered.name, registered.priority, registered.fn) == ("add", Priority.NORMAL, add)
-    assert registry.get("add") is registered
-    assert registry.names() == ["add"]
+    assert (registered.name, registered.priority, registered.fn) == (full, Priority.NORMAL, add)
+    assert registry.get(full) is registered
+    assert registry.resolve("add") is registered
+    assert registry.names() == [full]
     assert len(registry) == 1
 
 
@@ -37,7 +39,7 @@ def test_the_bare_form_registers_into_the_default_registry(
     def double(x: int) -> int:
         return 2 * x
 
-    assert fresh.get("double") is double
+    assert fresh.resolve("double") is double
     assert double.priority == Priority.NORMAL
     assert isinstance(default_registry, TaskRegistry)
 
@@ -90,7 +92,7 @@ def test_registering_the_same_function_twice_is_harmless() -> None:
     task(registry=registry)(job)
     again = task(registry=registry)(job)
 
-    assert registry.get("job") is again
+    assert registry.resolve("job") is again
     assert len(registry) == 1
 
 

@@ -51,16 +51,17 @@ def test_a_workflow_without_an_id_gets_a_fresh_one_before_it_is_sent() -> None:
     # Given a chain and no workflow id
     item = add.s(1, 2) | add.s(3)
     # When its message is made twice
-    first = workflow_message(item, None, "cancel", None, None)
-    second = workflow_message(item, None, "cancel", None, None)
+    first, shape = workflow_message(item, None, "cancel", None, None)
+    second, _ = workflow_message(item, None, "cancel", None, None)
     # Then each has a fresh uuid4 hex id (the client re-sends the same message on retries)
     assert uuid.UUID(hex=first.workflow_id).version == 4
     assert first.workflow_id != second.workflow_id
     assert [s.after for s in first.steps] == [[], [0]]
+    assert shape == 1  # the chain's value: its last step's result
 
 
 def test_a_given_workflow_id_and_the_options_are_kept() -> None:
-    message = workflow_message(
+    message, shape = workflow_message(
         chord([add.s(i, i) for i in range(3)], total.s()),
         "wf-1",
         "continue",
@@ -72,10 +73,12 @@ def test_a_given_workflow_id_and_the_options_are_kept() -> None:
     assert [t.name for t in message.link] == ["notify"]
     assert [t.name for t in message.link_error] == ["alert", "page"]
     assert len(message.steps) == 4
+    assert shape == 3  # the chord's value: its callback's result
 
 
 def test_without_tracing_the_message_is_sent_as_compiled() -> None:
-    message = workflow_message(group(add.s(1, 1), add.s(2, 2)), "w", "cancel", None, None)
+    message, shape = workflow_message(group(add.s(1, 1), add.s(2, 2)), "w", "cancel", None, None)
+    assert shape == (0, 1)  # the group's value: the list of its members' results
     with traced(message) as sent:
         assert sent is message
 

@@ -6,11 +6,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
+import msgspec
 import pytest
 
 from fastworker.cli import main
 from fastworker_control_plane.durability import frames
+from fastworker_control_plane.durability.encoding import snapshot_file
+from fastworker_control_plane.durability.schema import Put, StoredTask
+from fastworker_protocol import Priority, TaskState
 
 GOLDEN = Path(__file__).parent / "data" / "journal" / "format-2.journal"
 
@@ -96,3 +101,19 @@ def test_what_is_not_a_journal_is_a_usage_error(
 
     assert code == 2
     assert "format 1, written by an older FastWorker" in capsys.readouterr().err
+
+
+def test_arguments_of_registered_types_are_shown_as_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a journal holding a task whose arguments are extension values (a UUID, a
+    # Decimal, an application's type the dump knows nothing of)
+    ext = msgspec.msgpack.Ext
+    args = [ext(1, UUID(int=3).bytes), ext(2, b"1.10"), ext(40, b"\x00\x01")]
+    task = StoredTask(id="t", name="n", priority=Priority.NORMAL, state=TaskState.QUEUED, args=args)
+    (tmp_path / "journal").write_bytes(snapshot_file([Put(task=task)]))
+    # When it is dumped
+    code, lines, _ = dumped(tmp_path, capsys)
+    # Then each shows, as the dashboard shows it
+    assert code == 0
+    assert lines[0]["task"]["args"] == [str(UUID(int=3)), "1.10", "ext(40, 2 bytes)"]

@@ -110,7 +110,9 @@ def test_a_cron_task_ticks_exactly_once_per_hour_over_a_day() -> None:
         ticks.clear()
         cluster.advance(86400)
         assert len(ticks) == 24
-        runs = sorted(r.submitted_at or 0 for r in cluster.results.values() if r.name == "hourly")
+        runs = sorted(
+            r.submitted_at or 0 for r in cluster.results.values() if r.name == hourly.name
+        )
     assert len(runs) == 24
     first_tick = datetime(2026, 1, 1, 1, tzinfo=UTC).timestamp()
     assert [round(t - first_tick) for t in runs] == [3600 * n for n in range(24)]

@@ -45,6 +45,9 @@ EXPECTED_PUBLIC_NAMES = {
     "FailedList", "FailedPurged", "FailedRetried", "ListFailed", "PurgeFailed",
     "RemoveSchedule", "Retried", "RetryFailed", "ScheduleAdded", "ScheduleRemoved",
     "ScheduleSpec",
+    # values of registered types (issue 34)
+    "BUILTIN_CODES", "USER_CODES", "VALUE_TYPES", "ValueType", "ValueTypeError", "ValueTypes",
+    "describe_ext", "portable_form", "register_type",
 }  # fmt: skip
 
 OPS = {
@@ -75,8 +78,8 @@ ERROR_CODES = {
 }  # fmt: skip
 
 FAILURE_REASONS = {
-    "exception", "unserializable_result", "timeout", "cancelled", "interrupted", "worker_lost",
-    "worker_crashed",
+    "exception", "retry", "unserializable_result", "timeout", "cancelled", "interrupted",
+    "worker_lost", "worker_crashed",
 }  # fmt: skip
 
 CODEC = fp.Codec()

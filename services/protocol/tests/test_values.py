@@ -17,7 +17,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fastworker_protocol import MAX_NESTING, check_portable
+from fastworker_protocol import MAX_NESTING, Codec, Submit, TaskSpec, check_portable
+from fastworker_protocol.values import Id
 
 _DECODER = msgspec.msgpack.Decoder()
 
@@ -115,17 +116,26 @@ class Struct(msgspec.Struct):
 Pair = namedtuple("Pair", "a b")
 
 
+class Money(Decimal):
+    """A subclass of a registered type is not that type."""
+
+
+class Ident(UUID):
+    pass
+
+
 @pytest.mark.parametrize(
     ("value", "type_name", "hint"),
     [
         ({1, 2}, "set", "send a list"),
         (frozenset({1}), "frozenset", "send a list"),
-        (Decimal("1.10"), "decimal.Decimal", "send str(value)"),
-        (UUID(int=1), "uuid.UUID", "send str(value)"),
-        (date(2024, 1, 2), "datetime.date", "send str(value)"),
+        (Money("1.10"), "Money", "would come back a plain Decimal"),
+        (Ident(int=1), "Ident", "would come back a plain UUID"),
+        (date(2024, 1, 2), "datetime.date", "fastworker.register_type"),
         (timedelta(seconds=1), "datetime.timedelta", "send str(value)"),
         (datetime(2024, 1, 2), "datetime.datetime", "is naive"),
         (Point(1), "Point", "send a dict"),
+        (Point(1), "Point", "fastworker.register_type"),
         (Struct(1), "Struct", "send a dict"),
         (Shade.DARK, "Shade", "would come back a plain int"),
         (Colour.RED, "Colour", "would come back a plain str"),
@@ -133,6 +143,7 @@ Pair = namedtuple("Pair", "a b")
         (Pair(1, 2), "Pair", "would come back a plain tuple"),
         (True.__class__, "type", "has no wire form"),
         (object(), "object", "has no wire form"),
+        (object(), "object", "fastworker.register_type"),
     ],
     ids=lambda v: type(v).__name__ if not isinstance(v, str) else None,
 )
@@ -193,6 +204,17 @@ def test_long_flat_containers_take_the_fast_path_and_still_find_a_bad_item() -> 
     problem = check_portable([*range(100), {3}], "args")
     assert problem is not None
     assert problem.startswith("args[100] has type set")
-    problem = check_portable({str(i): i for i in range(100)} | {"z": UUID(int=0)}, "kwargs")
+    problem = check_portable({str(i): i for i in range(100)} | {"z": date(2024, 1, 1)}, "kwargs")
     assert problem is not None
-    assert problem.startswith("kwargs['z'] has type uuid.UUID")
+    assert problem.startswith("kwargs['z'] has type datetime.date")
+
+
+def test_an_id_is_the_one_str_subclass_that_travels_as_its_text() -> None:
+    class Handle(Id):  # as the SDK's task handles are: an id with more on it
+        pass
+
+    handle = Handle("task-1")
+    assert check_portable([handle, {"of": handle}, {handle: 1}], "args") is None
+    message = Submit(tasks=[TaskSpec(name="t", args=[handle])])
+    [sent] = msgspec.msgpack.decode(Codec().encode(message))["tasks"]
+    assert sent["args"] == ["task-1"]

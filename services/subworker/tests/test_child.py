@@ -215,9 +215,10 @@ def importable(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.mark.usefixtures("importable")
 def test_resolve_finds_a_module_level_process_task_by_module_and_qualname() -> None:
-    registry = child.resolve([child_wire.TaskRef("double", "process_tasks", "double")])
+    ref = child_wire.TaskRef("process_tasks.double", "process_tasks", "double")
+    registry = child.resolve([ref])
 
-    found = registry.get("double")
+    found = registry.get("process_tasks.double")
     assert found is not None
     assert found.pool == "process"
     assert found(21) == 42
@@ -306,7 +307,7 @@ def test_a_process_task_past_its_soft_limit_can_catch_it_and_clean_up() -> None:
     channel = FakeChannel()
     given(
         child.Child(cast(child.Channel, channel), Executor(registry), registry),
-        [assign("a", "tidy"), assign("b", "careless")],
+        [assign("a", tidy.name), assign("b", careless.name)],
     )
 
     tidied, failed = (cast(child_wire.Done, m).outcome for m in channel.sent)

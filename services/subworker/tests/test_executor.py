@@ -11,11 +11,22 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
+import msgspec
 import pytest
 
 from fastworker import TaskRegistry, task
 from fastworker_protocol import MAX_NESTING, Assignment, FailureReason
 from fastworker_subworker.executor import Executor
+
+Ext = msgspec.msgpack.Ext
+
+
+class Money(Decimal):
+    """A subclass of a registered type is not that type."""
+
+
+class Ident(UUID):
+    pass
 
 
 @pytest.fixture
@@ -39,7 +50,7 @@ async def test_an_async_tasks_value_comes_back_in_an_ok_outcome(
     async def add(x: int, y: int) -> int:
         return x + y
 
-    outcome = await asyncio.wait_for(executor.run_async(run("add", "t1", 2, 3)), 5)
+    outcome = await asyncio.wait_for(executor.run_async(run(add.name, "t1", 2, 3)), 5)
 
     assert (outcome.task_id, outcome.ok, outcome.result, outcome.error) == ("t1", True, 5, None)
     assert outcome.started_at is not None
@@ -54,7 +65,7 @@ def test_run_sync_returns_a_sync_tasks_value_with_its_times(
     def greet(name: str, punctuation: str = ".") -> str:
         return f"hello {name}{punctuation}"
 
-    assignment = Assignment(id="t2", name="greet", args=["ada"], kwargs={"punctuation": "!"})
+    assignment = Assignment(id="t2", name=greet.name, args=["ada"], kwargs={"punctuation": "!"})
     outcome = executor.run_sync(assignment)
 
     assert (outcome.task_id, outcome.ok, outcome.result) == ("t2", True, "hello ada!")
@@ -70,7 +81,7 @@ async def test_an_async_exception_becomes_a_failed_outcome_with_type_message_and
     async def explode() -> None:
         raise ValueError("bad input")
 
-    outcome = await asyncio.wait_for(executor.run_async(run("explode")), 5)
+    outcome = await asyncio.wait_for(executor.run_async(run(explode.name)), 5)
 
     assert not outcome.ok
     assert outcome.result is None
@@ -88,7 +99,7 @@ def test_a_sync_exception_becomes_a_failed_outcome_with_type_message_and_traceba
     def divide(x: int, y: int) -> float:
         return x / y
 
-    outcome = executor.run_sync(run("divide", "t3", 1, 0))
+    outcome = executor.run_sync(run(divide.name, "t3", 1, 0))
 
     assert (outcome.task_id, outcome.ok) == ("t3", False)
     assert outcome.error is not None
@@ -142,8 +153,8 @@ async def test_a_result_msgpack_cannot_carry_fails_as_unserializable(
         return object()
 
     outcomes = [
-        await asyncio.wait_for(executor.run_async(run("opaque")), 5),
-        executor.run_sync(run("opaque_sync")),
+        await asyncio.wait_for(executor.run_async(run(opaque.name)), 5),
+        executor.run_sync(run(opaque_sync.name)),
     ]
 
     for outcome in outcomes:
@@ -169,8 +180,8 @@ def test_a_portable_result_is_sent_as_it_is_and_a_bytearray_as_bytes(
     def buffered() -> bytearray:
         return buffer
 
-    outcome = executor.run_sync(run("mixed"))
-    raw = executor.run_sync(run("buffered"))
+    outcome = executor.run_sync(run(mixed.name))
+    raw = executor.run_sync(run(buffered.name))
     buffer.append(2)  # the task changing its buffer afterwards changes nothing sent
 
     assert outcome.ok
@@ -182,12 +193,12 @@ def test_a_portable_result_is_sent_as_it_is_and_a_bytearray_as_bytes(
     ("value", "named"),
     [
         ({1, 2}, "result of type set cannot be sent: result has type set"),
-        (Decimal("1.5"), "result has type decimal.Decimal"),
-        (UUID(int=7), "result has type uuid.UUID"),
+        (Money("1.5"), "Money, which is a subclass of decimal.Decimal"),
+        (Ident(int=7), "Ident, which is a subclass of uuid.UUID"),
         (datetime(2024, 1, 2), "result has type datetime.datetime, which is naive"),
         ({"at": [2**64]}, "result of type dict cannot be sent: result['at'][0] is an int outside"),
     ],
-    ids=["set", "decimal", "uuid", "naive-datetime", "big-int"],
+    ids=["set", "decimal-subclass", "uuid-subclass", "naive-datetime", "big-int"],
 )
 def test_a_result_that_would_not_come_back_as_itself_fails_naming_its_type(
     registry: TaskRegistry, executor: Executor, value: object, named: str
@@ -198,7 +209,7 @@ def test_a_result_that_would_not_come_back_as_itself_fails_naming_its_type(
         return value
 
     # When it runs
-    outcome = executor.run_sync(run("coerced"))
+    outcome = executor.run_sync(run(coerced.name))
     # Then it fails, never retried, with a message naming the type (nothing was coerced)
     assert not outcome.ok
     assert outcome.result is None
@@ -206,6 +217,41 @@ def test_a_result_that_would_not_come_back_as_itself_fails_naming_its_type(
     assert outcome.error.reason == FailureReason.UNSERIALIZABLE_RESULT
     assert outcome.retryable is False
     assert named in outcome.error.message
+
+
+def test_registered_types_reach_the_task_as_themselves_and_leave_as_extension_values(
+    registry: TaskRegistry, executor: Executor
+) -> None:
+    # Given a task, and arguments as a control plane assigns them (extension values)
+    seen: list[Any] = []
+
+    @task(registry=registry)
+    def book(order: UUID, amount: Decimal) -> dict[str, Any]:
+        seen.append((order, amount))
+        return {"order": order, "amount": amount * 2}
+
+    wire = [Ext(1, UUID(int=9).bytes), Ext(2, b"1.25")]
+    # When it runs
+    outcome = executor.run_sync(Assignment(id="t", name=book.name, args=wire))
+    # Then the task got a UUID and a Decimal, and its result is sent in extension form
+    assert seen == [(UUID(int=9), Decimal("1.25"))]
+    assert outcome.ok, outcome.error
+    assert outcome.result["order"].code == 1
+    assert (outcome.result["amount"].code, outcome.result["amount"].data) == (2, b"2.50")
+
+
+def test_arguments_that_do_not_decode_fail_the_task_without_a_retry(
+    registry: TaskRegistry, executor: Executor
+) -> None:
+    @task(registry=registry, max_retries=3)
+    def takes(order: UUID) -> None:
+        raise AssertionError("never called")
+
+    outcome = executor.run_sync(Assignment(id="t", name=takes.name, args=[Ext(1, b"short")]))
+    assert not outcome.ok
+    assert outcome.error is not None
+    assert "ext code 1 (uuid.UUID) cannot be decoded" in outcome.error.message
+    assert outcome.retryable is False
 
 
 def test_each_task_runs_in_its_declared_pool_and_an_unknown_one_on_a_thread(
@@ -223,9 +269,9 @@ def test_each_task_runs_in_its_declared_pool_and_an_unknown_one_on_a_thread(
     def isolated() -> None:
         return None
 
-    assert executor.pool_of(run("coro")) == "async"
-    assert executor.pool_of(run("plain")) == "thread"
-    assert executor.pool_of(run("isolated")) == "process"
+    assert executor.pool_of(run(coro.name)) == "async"
+    assert executor.pool_of(run(plain.name)) == "thread"
+    assert executor.pool_of(run(isolated.name)) == "process"
     assert executor.pool_of(run("missing")) == "thread"
 
 
@@ -245,7 +291,7 @@ async def test_cancelling_run_async_raises_cancelled_error_inside_the_task(
             saw_cancel = True
             raise
 
-    running = asyncio.create_task(executor.run_async(run("forever")))
+    running = asyncio.create_task(executor.run_async(run(forever.name)))
     await asyncio.wait_for(entered.wait(), 5)
     running.cancel()
 
@@ -263,8 +309,8 @@ def test_retry_on_matches_subclasses_where_the_exception_lives(
         raise {"refused": ConnectionRefusedError, "value": ValueError}[kind](kind)
 
     # When it raises a subclass, or an unrelated exception
-    refused = executor.run_sync(run("connect", "t1", "refused"))
-    other = executor.run_sync(run("connect", "t2", "value"))
+    refused = executor.run_sync(run(connect.name, "t1", "refused"))
+    other = executor.run_sync(run(connect.name, "t2", "value"))
     # Then the outcome says whether retry_on covers it, by isinstance, not by name
     assert refused.error is not None
     assert (refused.error.type, refused.retryable) == ("ConnectionRefusedError", True)
@@ -278,7 +324,7 @@ async def test_an_async_tasks_failure_carries_the_retry_on_verdict_too(
     async def fetch() -> None:
         raise TimeoutError("slow")  # a subclass of OSError
 
-    outcome = await asyncio.wait_for(executor.run_async(run("fetch")), 5)
+    outcome = await asyncio.wait_for(executor.run_async(run(fetch.name)), 5)
     assert outcome.retryable is True
 
 
@@ -289,7 +335,7 @@ def test_without_retry_on_every_exception_is_retryable_and_an_unknown_task_is_un
     def fail() -> None:
         raise KeyError("k")
 
-    assert executor.run_sync(run("fail")).retryable is True
+    assert executor.run_sync(run(fail.name)).retryable is True
     unknown = executor.run_sync(run("nobody"))
     assert unknown.error is not None
     assert (unknown.error.reason, unknown.retryable) == (FailureReason.EXCEPTION, None)
@@ -302,7 +348,7 @@ def test_an_unserializable_result_is_never_retryable(
     def opaque() -> object:
         return object()
 
-    outcome = executor.run_sync(run("opaque"))
+    outcome = executor.run_sync(run(opaque.name))
     assert outcome.error is not None
     assert (outcome.error.reason, outcome.retryable) == (FailureReason.UNSERIALIZABLE_RESULT, False)
 
@@ -324,7 +370,7 @@ def test_a_result_nested_past_the_protocols_limit_is_an_unserializable_result(
         return nested(depth)
 
     # When it runs
-    outcome = executor.run_sync(run("deep"))
+    outcome = executor.run_sync(run(deep.name))
     # Then it is a clear failure, not a crash (nor a frame the control plane would refuse)
     assert outcome.error is not None
     assert outcome.error.reason == FailureReason.UNSERIALIZABLE_RESULT
@@ -340,5 +386,5 @@ def test_a_result_nested_exactly_to_the_limit_comes_back(
     def deep() -> object:
         return nested(MAX_NESTING)
 
-    outcome = executor.run_sync(run("deep"))
+    outcome = executor.run_sync(run(deep.name))
     assert (outcome.ok, outcome.result) == (True, nested(MAX_NESTING))

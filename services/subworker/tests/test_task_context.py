@@ -15,16 +15,16 @@ from fastworker_subworker.executor import Executor
 def registry() -> TaskRegistry:
     registry = TaskRegistry()
 
-    @task(registry=registry)
+    @task(name="sync_context", registry=registry)  # short names for the tests
     def sync_context() -> dict[str, object]:
         return _described(current_task())
 
-    @task(registry=registry)
+    @task(name="async_context", registry=registry)  # short names for the tests
     async def async_context(pause: float) -> dict[str, object]:
         await asyncio.sleep(pause)  # another task runs meanwhile, with its own context
         return _described(current_task())
 
-    @task(registry=registry)
+    @task(name="failing", registry=registry)  # short names for the tests
     def failing() -> None:
         raise RuntimeError("boom")
 

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
         Unauthorized,
         UnknownTask,
     )
+    from fastworker.handles import AsyncTaskHandle, AsyncWorkflowHandle, TaskHandle, WorkflowHandle
+    from fastworker.retrying import Retry, retry
     from fastworker.sync_client import SyncClient
     from fastworker.tls import TLS, TLSError
     from fastworker_common.context import TaskContext, current_task
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
         ScheduleInfo,
         TaskError,
         TaskResult,
+        register_type,
     )
     from fastworker_protocol import TaskState as TaskStatus
 
@@ -56,6 +59,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "TLS",
+    "AsyncTaskHandle",
+    "AsyncWorkflowHandle",
     "BatchItem",
     "Client",
     "ControlPlaneUnavailable",
@@ -69,6 +74,7 @@ __all__ = [
     "RequestRejected",
     "Retried",
     "Retries",
+    "Retry",
     "ScheduleInfo",
     "Signature",
     "SoftTimeLimitExceeded",
@@ -79,6 +85,7 @@ __all__ = [
     "TaskContext",
     "TaskError",
     "TaskFailed",
+    "TaskHandle",
     "TaskNotFound",
     "TaskPage",
     "TaskRegistry",
@@ -88,6 +95,7 @@ __all__ = [
     "Unauthorized",
     "UnknownTask",
     "Workflow",
+    "WorkflowHandle",
     "__version__",
     "chain",
     "chord",
@@ -96,6 +104,8 @@ __all__ = [
     "default_client",
     "default_registry",
     "group",
+    "register_type",
+    "retry",
     "sig",
     "task",
     "unwrap",
@@ -104,8 +114,15 @@ __all__ = [
 _HOMES = {
     "fastworker._default": ("configure", "default_client"),
     "fastworker._operations": ("FailedPage", "Retries"),
+    "fastworker.retrying": ("Retry", "retry"),
     "fastworker._task": ("Task", "TaskRegistry", "default_registry", "task"),
     "fastworker.canvas": ("Signature", "Workflow", "chain", "chord", "group", "sig"),
+    "fastworker.handles": (
+        "AsyncTaskHandle",
+        "AsyncWorkflowHandle",
+        "TaskHandle",
+        "WorkflowHandle",
+    ),
     "fastworker.client": ("BatchItem", "Client", "TaskPage", "unwrap"),
     "fastworker.errors": (
         "ControlPlaneUnavailable",
@@ -133,6 +150,7 @@ _HOMES = {
         "TaskError",
         "TaskResult",
         "TaskStatus",
+        "register_type",
     ),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}

@@ -28,7 +28,8 @@ from fastworker_common.errors import (
     Timeout,
     unreachable_announced,
 )
-from fastworker_common.leader import addresses
+from fastworker_common.leader import addresses, follows
+from fastworker_common.sightings import Peer, Sightings
 from fastworker_protocol import (
     DEFAULT_DISCOVERY_ADDRESS,
     Announce,
@@ -41,9 +42,9 @@ from fastworker_protocol import (
     TaskResult,
     TaskSpec,
     TaskState,
-    check_portable,
     check_queue,
     check_rate,
+    portable_form,
     tcp_address,
 )
 
@@ -51,6 +52,9 @@ TaskRef = str | Task[..., Any]
 BATCH_CHUNK = 1000  # tasks per submit message, ids per get message
 DEFAULT_CONNECT_TIMEOUT = 3.0
 REPLY_GRACE = 5.0  # seconds a held wait allows past its wait for the reply to arrive
+# NNG waits in whole milliseconds, rounded down, so a wait of the whole connect budget may
+# end a hair before it: that still spent it (else a second attempt doubles the wait).
+CLOCK_SLACK = 0.005
 KNOWN_RESULTS = 10_000  # results a client remembers for get_result/get_status
 
 
@@ -97,7 +101,7 @@ class Settings:
             retries=retries,
             connect_timeout=min(connect_timeout, timeout),
             address=address,
-            codec=Codec(max_message_size),
+            codec=Codec(max_message_size, decode_values=True),  # results as their types
             auth=auth_token or os.environ.get("FASTWORKER_AUTH_TOKEN") or None,
             tls=tls or TLS.from_env(),
         )
@@ -111,6 +115,13 @@ class Settings:
         if self.address is not None:
             return None
         return unreachable_announced(address, announce.submit[0], self.discovery_address)
+
+    def peer(self, announce: Announce, sightings: Sightings) -> Peer:
+        """The control plane that made ``announce``, as a channel to any of its lanes
+        names it once it stops answering (by its first submission address, the one
+        ``--address`` takes), its replies recorded in the client's ``sightings``."""
+        replicas = follows(announce, self.address)
+        return Peer(announce.submit[0], sightings, replicas=replicas)
 
 
 class KnownResults:
@@ -184,7 +195,7 @@ class Budget:
         return (
             attempt >= self.retries
             or elapsed >= self.total
-            or (not connected and elapsed >= self.connect_timeout)
+            or (not connected and elapsed >= self.connect_timeout - CLOCK_SLACK)
         )
 
 
@@ -207,8 +218,7 @@ def task_spec(
         check_queue(queue)
     elif not isinstance(task, str):
         queue = task.queue
-    arguments, keywords = list(args), dict(kwargs or {})
-    check_arguments(name, arguments, keywords)
+    arguments, keywords = check_arguments(name, list(args), dict(kwargs or {}))
     return TaskSpec(
         name=name,
         id=task_id or uuid.uuid4().hex,
@@ -244,14 +254,21 @@ def limit_change(
     )
 
 
-def check_arguments(name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
-    """Refuse, before anything is sent, a value that would not come back as itself
-    (PROTOCOL.md §3, "Portable values"): a set, a UUID, a dataclass, an int past 64 bits..."""
-    problem = check_portable(args, "args") or check_portable(kwargs, "kwargs")
+def check_arguments(
+    name: str, args: list[Any], kwargs: dict[str, Any]
+) -> tuple[list[Any], dict[str, Any]]:
+    """The arguments as they are sent (a UUID, a Decimal or a registered type as its
+    msgpack extension value), refusing before anything is sent a value that would not come
+    back as itself (PROTOCOL.md §3, "Portable values"): a set, an unregistered dataclass,
+    an int past 64 bits..."""
+    args, problem = portable_form(args, "args")
+    if problem is None:
+        kwargs, problem = portable_form(kwargs, "kwargs")
     if problem is None and any(type(key) is not str for key in kwargs):
         problem = "kwargs has a key that is not a str"
     if problem is not None:
         raise InvalidArguments("invalid_arguments", f"{name}(): {problem}")
+    return args, kwargs
 
 
 def eta_of(countdown: float | None, eta: datetime | float | None) -> float | None:

@@ -49,6 +49,11 @@ class Value(Enum):
     NONE = "none"  # nothing (a DAG step's parents, unless it asks): only waited for
 
 
+Shape = int | tuple["Shape", ...]
+"""Where the value an item leaves comes from: one step's result (the step's index), or a
+list of such values, nested as the items are (a group of chains ending in groups...)."""
+
+
 @dataclass(frozen=True)
 class Out:
     """A placed item, as the next one sees it."""
@@ -56,6 +61,7 @@ class Out:
     exits: tuple[int, ...]  # steps to wait for, in result order
     value: Value
     problem: str | None = None  # why its value cannot be fed to a step, if it cannot
+    shape: Shape | None = None  # where its value comes from (None: it leaves none)
 
 
 def waited_for(exits: Iterable[int]) -> Out:
@@ -67,6 +73,8 @@ def as_list(outs: Sequence[Out], describe: Callable[[int], str]) -> Out:
     """The list of the values of ``outs`` (a group, or a DAG step's parents): each must be
     one result, since a feed is a flat list; ``describe(i)`` names part ``i`` in errors."""
     exits = tuple(e for out in outs for e in out.exits)
+    parts = [out.shape for out in outs]
+    shape = None if None in parts else tuple(p for p in parts if p is not None)
     for i, out in enumerate(outs):
         if out.value is not Value.ONE:
             problem = (
@@ -74,8 +82,8 @@ def as_list(outs: Sequence[Out], describe: Callable[[int], str]) -> Out:
                 "results (a feed is a flat list): end it with a single step, e.g. a chord "
                 "callback that gathers its results"
             )
-            return Out(exits, Value.ALL, problem)
-    return Out(exits, Value.ALL)
+            return Out(exits, Value.ALL, problem, shape)
+    return Out(exits, Value.ALL, shape=shape)
 
 
 def _shape(out: Out) -> str:
@@ -117,15 +125,15 @@ class Builder:
         spec = self.spec(signature, lead, fed=fed, hint=fed or bool(lead))
         priority = priority_of(signature.task, signature.priority)
         self.steps.append(WorkflowStep(task=spec, after=after, feed=feed, priority=priority))
-        return Out((len(self.steps) - 1,), Value.ONE)
+        index = len(self.steps) - 1
+        return Out((index,), Value.ONE, shape=index)
 
     def spec(self, signature: Signature, lead: Sequence[Any], *, fed: bool, hint: bool) -> TaskSpec:
         """The task of a step (its id left to the control plane), its arguments checked:
         ``fed`` counts a result put before them, ``lead`` is put there now."""
         task = signature.task
         name = task if isinstance(task, str) else task.name
-        args, kwargs = [*lead, *signature.args], dict(signature.kwargs)
-        check_arguments(name, args, kwargs)
+        args, kwargs = check_arguments(name, [*lead, *signature.args], dict(signature.kwargs))
         queue = signature.queue
         if not isinstance(task, str):
             self._fit(task.fn, name, [_FED, *args] if fed else args, kwargs, hint)

@@ -231,8 +231,7 @@ def schedule_spec(
     if queue is not None:
         check_queue(queue)
     task_name = task if isinstance(task, str) else task.name
-    arguments, keywords = list(args), dict(kwargs or {})
-    check_arguments(task_name, arguments, keywords)
+    arguments, keywords = check_arguments(task_name, list(args), dict(kwargs or {}))
     return ScheduleSpec(
         name=name,
         task=task_name,

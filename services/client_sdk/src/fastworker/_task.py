@@ -7,12 +7,16 @@ name only if a module it loaded registered it. Nothing from the wire is imported
 from __future__ import annotations
 
 import inspect
+import sys
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, Literal, Never, ParamSpec, TypeVar, overload
 
+from fastworker._celery_keywords import refusal
+from fastworker.schedule_checks import check_schedule
 from fastworker_protocol import (
     DEFAULT_QUEUE,
     Param,
@@ -21,12 +25,15 @@ from fastworker_protocol import (
     check_queue,
     check_rate,
 )
+from fastworker_protocol.task_names import TaskNames
 
 if TYPE_CHECKING:
     from fastworker.canvas import Signature
+    from fastworker.handles import TaskHandle
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 Pool = Literal["async", "thread", "process"]
 POOLS: tuple[Pool, ...] = ("async", "thread", "process")
@@ -70,10 +77,19 @@ class Task(Generic[P, R]):
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
 
-    def delay(self, *args: P.args, **kwargs: P.kwargs) -> str:
-        """Queue this task through the process's default client and return its id (set
-        the client up with ``fastworker.configure``, or ``FASTWORKER_*`` variables).
-        Every keyword is the task's own; submission options go to ``apply_async``."""
+    @overload
+    def delay(
+        self: Task[P, Coroutine[Any, Any, T]], *args: P.args, **kwargs: P.kwargs
+    ) -> TaskHandle[T]: ...
+
+    @overload
+    def delay(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]: ...
+
+    def delay(self, *args: Any, **kwargs: Any) -> TaskHandle[Any]:
+        """Queue this task through the process's default client and return its handle
+        (its id: ``handle.get(timeout=...)`` waits for its value). Set the client up
+        with ``fastworker.configure``, or ``FASTWORKER_*`` variables. Every keyword is
+        the task's own; submission options go to ``apply_async``."""
         from fastworker._default import default_client
 
         return default_client().apply_async(self, args, kwargs)
@@ -91,9 +107,10 @@ class Task(Generic[P, R]):
         time_limit: float | None = None,
         idempotency_key: str | None = None,
         queue: str | None = None,
-    ) -> str:
+    ) -> TaskHandle[Any]:
         """Queue this task with options (those of :meth:`fastworker.Client.apply_async`)
-        through the process's default client, and return its id."""
+        through the process's default client, and return its handle (whose ``get()`` is
+        typed ``Any``; ``delay``'s is typed by the task's return type)."""
         from fastworker._default import default_client
 
         return default_client().apply_async(
@@ -165,6 +182,11 @@ class TaskRegistry:
     """Task names to tasks. ``@task`` fills :data:`default_registry`."""
 
     _tasks: dict[str, Task[..., Any]] = field(default_factory=dict)
+    _names: TaskNames = field(default_factory=TaskNames)  # names by their dotted suffixes
+
+    def __post_init__(self) -> None:
+        for name in self._tasks:
+            self._names.add(name)
 
     def add(self, t: Task[..., Any]) -> None:
         existing = self._tasks.get(t.name)
@@ -174,9 +196,19 @@ class TaskRegistry:
                 f"{existing.fn.__module__}.{existing.fn.__qualname__}"
             )
         self._tasks[t.name] = t
+        self._names.add(t.name)
 
     def get(self, name: str) -> Task[..., Any] | None:
+        """The task registered under exactly ``name`` (what a subworker is handed)."""
         return self._tasks.get(name)
+
+    def resolve(self, name: str) -> Task[..., Any] | None:
+        """The task ``name`` stands for: the one registered under it, else the one whose
+        name it is the only dotted suffix of (``add`` for ``app.tasks.add``), as a control
+        plane resolves a submitted name. Raises ``AmbiguousTaskName`` (a ``ValueError``)
+        when several registered names end with it."""
+        full = self._names.resolve(name)
+        return None if full is None else self._tasks.get(full)
 
     def names(self) -> list[str]:
         return sorted(self._tasks)
@@ -217,6 +249,7 @@ def task(
     soft_time_limit: float | None = None,
     result_ttl: float | timedelta | None = None,
     registry: TaskRegistry | None = None,
+    **unsupported: Never,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
 
@@ -243,8 +276,12 @@ def task(
     soft_time_limit: float | None = None,
     result_ttl: float | timedelta | None = None,
     registry: TaskRegistry | None = None,
+    **unsupported: Never,
 ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
-    """Register a function (sync or async) as a task, by default under its ``__name__``.
+    """Register a function (sync or async) as a task, by default under its module-qualified
+    name (``default_name``: ``billing.tasks.notify``), so two modules' ``notify`` never
+    collide; ``name`` gives one of its own. A client may still submit it by a shorter dotted
+    suffix (``notify``, ``tasks.notify``) while no other registered name ends with it.
 
     ``priority`` is the default priority clients use when they submit by this object,
     and the one its periodic runs take.
@@ -263,6 +300,8 @@ def task(
     tasks only) raises ``SoftTimeLimitExceeded`` inside the task first, so it can clean up.
     ``repeat_interval`` (seconds) or ``cron`` (an expression, in ``cron_tz``) makes it a
     periodic task, run without arguments by the control plane's scheduler, once per tick.
+    A schedule that cannot run (a bad interval, cron expression or time zone, parameters
+    without defaults) raises a ``ValueError`` here, listing every problem, one per line.
     ``queue`` names the queue its submissions go to (subworkers take tasks only from the
     queues they serve). The control plane starts at most ``rate_limit`` (``"20/m"``; per
     ``s``, ``m`` or ``h``) of its tasks, and keeps at most ``concurrency_limit`` running at
@@ -271,6 +310,8 @@ def task(
     results (0: none is kept; ``wait`` then cannot read it), instead of its
     ``--result-ttl``. ``timeout`` is the deprecated older name of ``time_limit``.
     """
+    if unsupported:  # Celery's options, with what to write instead
+        raise TypeError(refusal(unsupported))
     if timeout is not None:
         warnings.warn(
             "@task(timeout=...) is deprecated: use @task(time_limit=...), the same setting",
@@ -283,15 +324,12 @@ def task(
             raise ValueError("max_retries and the retry backoffs cannot be negative")
         hard_limit = _time_limit(timeout, time_limit)
         chosen = _pool(f, pool, soft_time_limit, hard_limit)
-        if repeat_interval is not None and cron is not None:
-            raise ValueError("give repeat_interval or cron, not both")
-        if repeat_interval is not None and not 0.01 <= repeat_interval <= 366 * 24 * 3600:
-            raise ValueError("repeat_interval must be between 0.01 seconds and a year")
+        check_schedule(f, repeat_interval, cron, cron_tz)  # every problem at once
         _check_limits(f, queue, rate_limit, concurrency_limit, concurrency_key)
         kept = _result_ttl(result_ttl)
         t = Task(
             fn=f,
-            name=name or f.__name__,
+            name=name or default_name(f),
             priority=Priority.parse(priority),
             max_retries=max_retries,
             retry_backoff=retry_backoff,
@@ -313,6 +351,33 @@ def task(
         return t
 
     return register(fn) if fn is not None else register
+
+
+def default_name(fn: Callable[..., Any]) -> str:
+    """A task's name when ``@task`` is given none: ``module.qualname``, as Celery's.
+
+    A function defined in a script run as ``__main__`` is named after the module that
+    script is when imported (``python -m app.jobs``: ``app.jobs``; ``python jobs.py``:
+    ``jobs``), so the script that submits and a subworker that imports the same file as a
+    module (``--task-modules jobs``) agree on the name."""
+    module = fn.__module__
+    if module in _MAIN_NAMES:
+        module = _importable_name(getattr(fn, "__globals__", None) or vars(sys.modules[module]))
+    return f"{module}.{fn.__qualname__}"
+
+
+# The script being run, and that script run again in a child process (``multiprocessing``
+# and the process pool's children run it as ``__mp_main__``).
+_MAIN_NAMES = ("__main__", "__mp_main__")
+
+
+def _importable_name(namespace: dict[str, Any]) -> str:
+    """The name the module whose globals are ``namespace`` is imported by."""
+    spec = namespace.get("__spec__")
+    if spec is not None and spec.name not in _MAIN_NAMES:
+        return str(spec.name)  # ``python -m app.jobs``
+    path = namespace.get("__file__")
+    return Path(path).stem if path else "__main__"  # a REPL or ``python -c`` has no file
 
 
 def _time_limit(timeout: float | None, time_limit: float | None) -> float | None:

@@ -17,12 +17,14 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import msgspec
 
 from fastworker._calls import pause_before_asking_again
+from fastworker._canvas_compile import Shape
 from fastworker.errors import Timeout
+from fastworker.handles import AsyncWorkflowHandle, WorkflowHandle
 from fastworker.tracing import MESSAGING_SYSTEM, active_tracer, mark_failed
 from fastworker_protocol import Message, Priority, TaskSpec
 from fastworker_protocol.workflows import (
@@ -38,6 +40,8 @@ from fastworker_protocol.workflows import (
 
 if TYPE_CHECKING:
     from fastworker.canvas import Canvas, Signature
+    from fastworker.client import Client
+    from fastworker.sync_client import SyncClient
 
 M = TypeVar("M", bound=Message)
 WORKFLOW_LANE = Priority.NORMAL  # the submission channel a workflow is sent on
@@ -50,9 +54,10 @@ def workflow_message(
     on_failure: OnFailure | str,
     link: Signature | Sequence[Signature] | None,
     link_error: Signature | Sequence[Signature] | None,
-) -> SubmitWorkflow:
-    """``item`` compiled, with a workflow id (a fresh one if none is given)."""
-    return item.compile(
+) -> tuple[SubmitWorkflow, Shape | None]:
+    """``item`` compiled, with a workflow id (a fresh one if none is given), and where the
+    value it leaves comes from."""
+    return item.compile_with_shape(
         workflow_id=workflow_id or uuid.uuid4().hex,
         on_failure=on_failure,
         link=() if link is None else link,
@@ -148,20 +153,28 @@ class AsyncWorkflows:
         on_failure: OnFailure | str = OnFailure.CANCEL,
         link: Signature | Sequence[Signature] | None = None,
         link_error: Signature | Sequence[Signature] | None = None,
-    ) -> str:
+    ) -> AsyncWorkflowHandle:
         """Submit a signature, chain, group, chord or ``Workflow`` as one workflow and
-        return its id at once. The control plane accepts all of it or nothing (a cycle,
-        an unknown task or bad arguments are refused before any step is queued); the same
-        ``workflow_id`` submitted again is the same workflow.
+        return its handle (its id) at once: ``await handle`` is the value it leaves. The
+        control plane accepts all of it or nothing (a cycle, an unknown task or bad
+        arguments are refused before any step is queued); the same ``workflow_id``
+        submitted again is the same workflow.
 
         ``on_failure``: ``"cancel"`` (a step that failed for good cancels every step not
         started) or ``"continue"`` (only its descendants; independent branches finish).
         ``link`` tasks are queued once the workflow succeeds (fed the list of its last
         steps' results), ``link_error`` tasks once it fails (fed the workflow id)."""
-        message = workflow_message(item, workflow_id, on_failure, link, link_error)
+        message, shape = workflow_message(item, workflow_id, on_failure, link, link_error)
         with traced(message) as sent:
             reply = await self._request(WORKFLOW_LANE, sent, WorkflowAccepted, None)
-        return reply.workflow_id
+        return AsyncWorkflowHandle(reply.workflow_id, cast("Client", self), shape)
+
+    def workflow_handle(self, workflow_id: str) -> AsyncWorkflowHandle:
+        """A handle of a workflow submitted before (by any client): its ``get()`` is the
+        result of its last step, or the list of its last steps' results when it has
+        several (the shape of a nested group is known only to the handle that submitted
+        it)."""
+        return AsyncWorkflowHandle(workflow_id, cast("Client", self))
 
     async def get_workflow(self, workflow_id: str) -> WorkflowInfo:
         """The workflow's state now, and each step's (``waiting``, ``skipped``, or its
@@ -214,11 +227,16 @@ class SyncWorkflows:
         on_failure: OnFailure | str = OnFailure.CANCEL,
         link: Signature | Sequence[Signature] | None = None,
         link_error: Signature | Sequence[Signature] | None = None,
-    ) -> str:
-        """As :meth:`Client.submit_workflow`: submit a workflow, return its id."""
-        message = workflow_message(item, workflow_id, on_failure, link, link_error)
+    ) -> WorkflowHandle:
+        """As :meth:`Client.submit_workflow`: submit a workflow, return its handle."""
+        message, shape = workflow_message(item, workflow_id, on_failure, link, link_error)
         with traced(message) as sent:
-            return self._request(WORKFLOW_LANE, sent, WorkflowAccepted).workflow_id
+            reply = self._request(WORKFLOW_LANE, sent, WorkflowAccepted)
+        return WorkflowHandle(reply.workflow_id, cast("SyncClient", self), shape)
+
+    def workflow_handle(self, workflow_id: str) -> WorkflowHandle:
+        """As :meth:`Client.workflow_handle`."""
+        return WorkflowHandle(workflow_id, cast("SyncClient", self))
 
     def get_workflow(self, workflow_id: str) -> WorkflowInfo:
         """As :meth:`Client.get_workflow`."""

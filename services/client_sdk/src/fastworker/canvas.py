@@ -43,12 +43,15 @@ import reprlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
-from fastworker._canvas_compile import Builder, Out, Value, as_list, waited_for
+from fastworker._canvas_compile import Builder, Out, Shape, Value, as_list, waited_for
 from fastworker._task import Task
 from fastworker_protocol import Priority, check_queue
 from fastworker_protocol.workflows import Feed, OnFailure, SubmitWorkflow
+
+if TYPE_CHECKING:
+    from fastworker.handles import TaskHandle, WorkflowHandle
 
 TaskRef = str | Task[..., Any]
 
@@ -74,21 +77,36 @@ class Canvas(ABC):
         ``"continue"`` (only its descendants). ``link`` tasks are queued once when the
         workflow succeeds, each fed the list of the results of its last steps; ``link_error``
         tasks once when it fails, each fed the workflow id."""
+        return self.compile_with_shape(
+            workflow_id=workflow_id, on_failure=on_failure, link=link, link_error=link_error
+        )[0]
+
+    def compile_with_shape(
+        self,
+        *,
+        workflow_id: str = "",
+        on_failure: OnFailure | str = OnFailure.CANCEL,
+        link: Signature | Sequence[Signature] = (),
+        link_error: Signature | Sequence[Signature] = (),
+    ) -> tuple[SubmitWorkflow, Shape | None]:
+        """:meth:`compile`, and where the value this item leaves comes from (the steps
+        whose results make it), which a ``WorkflowHandle`` reads back."""
         builder = Builder()
-        self._place(builder, None)
+        out = self._place(builder, None)
         links = [builder.callback(s, "link") for s in _signatures(link)]
         errors = [builder.callback(s, "link_error") for s in _signatures(link_error)]
-        return builder.message(workflow_id, on_failure, links, errors)
+        return builder.message(workflow_id, on_failure, links, errors), out.shape
 
-    def delay(self, **options: Unpack[WorkflowOptions]) -> str:
+    def delay(self, **options: Unpack[WorkflowOptions]) -> WorkflowHandle:
         """Submit this item as a workflow with the default client
-        (:func:`fastworker.default_client`); its workflow id. ``options`` are
+        (:func:`fastworker.default_client`); its handle (``.get()`` is the value the
+        workflow leaves). ``options`` are
         ``submit_workflow``'s: ``workflow_id``, ``on_failure``, ``link``, ``link_error``."""
         from fastworker._default import default_client  # the client imports this module
 
         return default_client().submit_workflow(self, **options)
 
-    def apply_async(self, **options: Unpack[WorkflowOptions]) -> str:
+    def apply_async(self, **options: Unpack[WorkflowOptions]) -> WorkflowHandle:
         """The same as :meth:`delay`."""
         return self.delay(**options)
 
@@ -203,10 +221,12 @@ class Signature(Canvas):
         merged.update(options)
         return Signature(self.task, self.args, self.kwargs, **merged)
 
-    def delay(self, **options: Unpack[WorkflowOptions]) -> str:
+    def delay(  # type: ignore[override]
+        self, **options: Unpack[WorkflowOptions]
+    ) -> TaskHandle[Any] | WorkflowHandle:
         """Queue this one task with the default client (``apply_async`` with its
-        arguments and options) and return its task id; with ``submit_workflow``'s
-        options (``link``...), submit it as a one-step workflow and return that id."""
+        arguments and options) and return its handle; with ``submit_workflow``'s
+        options (``link``...), submit it as a one-step workflow and return that one's."""
         if options:
             return super().delay(**options)
         from fastworker._default import default_client  # the client imports this module
@@ -230,7 +250,8 @@ class Signature(Canvas):
         if isinstance(self.task, str):
             head = f"sig({self.task!r}{', ' if call else ''}{call})"
         else:
-            head = f"{self.task.name}.{'si' if self.immutable else 's'}({call})"
+            # as the code reads: the function's own name, not its module-qualified one
+            head = f"{self.task.fn.__name__}.{'si' if self.immutable else 's'}({call})"
             options.pop("immutable", None)
         if self.priority is not None:
             options["priority"] = self.priority.value
@@ -280,7 +301,7 @@ class Group(Canvas):
 
     def _place(self, builder: Builder, before: Out | None) -> Out:
         if not self.items:
-            return Out(() if before is None else before.exits, Value.EMPTY)
+            return Out(() if before is None else before.exits, Value.EMPTY, shape=())
         outs = [item._place(builder, before) for item in self.items]
         return as_list(outs, lambda i: f"group member {i} ({self.items[i]!r})")
 
@@ -450,7 +471,7 @@ def _items(parts: tuple[Canvas | Iterable[Canvas], ...], what: str) -> tuple[Can
             continue
         hint = ""
         if isinstance(part, Task):
-            hint = f" (did you mean {part.name}.s()?)"
+            hint = f" (did you mean {part.fn.__name__}.s()?)"
         elif isinstance(part, Step):
             hint = " (a step handle goes in after=)"
         raise TypeError(f"{what}() takes signatures and composites, not {part!r}{hint}")

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+import warnings
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar, overload
@@ -40,12 +41,14 @@ from fastworker._coalescer import SendBatch, SubmitCoalescer
 from fastworker._operation_calls import AsyncOperations
 from fastworker._task import Task
 from fastworker._workflows import AsyncWorkflows
+from fastworker.handles import AsyncTaskHandle
 from fastworker.tls import TLS
 from fastworker.tracing import send_spans
 from fastworker_common import local
 from fastworker_common.discovery import DiscoveryPeer, LeaderSearch
 from fastworker_common.errors import ControlPlaneUnavailable, FastWorkerError, Timeout, unsendable
 from fastworker_common.leader import Attempts, back_when, follows, rewait
+from fastworker_common.sightings import Sightings
 from fastworker_common.transport import RequestChannel
 from fastworker_protocol import (
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -71,6 +74,7 @@ M = TypeVar("M", bound=Message)
 
 Channel = RequestChannel | local.LocalChannel
 P = ParamSpec("P")
+R = TypeVar("R")
 RESULTS: local.Lane = None  # the results channel's lane (the others are priorities)
 
 log = logging.getLogger("fastworker.client")
@@ -135,6 +139,7 @@ class Client(AsyncWorkflows, AsyncOperations, AsyncAdmin):
         self._watcher: CompletionWatcher | None = None
         self._results: Channel | None = None
         self._known = KnownResults()
+        self._sightings = Sightings()  # when each control plane last answered
         self._announce: Announce | None = None  # whose channels these are (None: in-process)
         self._generation = 0  # of the channels: one more at every move to a new leader
         self._search: LeaderSearch | None = None
@@ -196,8 +201,8 @@ class Client(AsyncWorkflows, AsyncOperations, AsyncAdmin):
 
     def _channel(self, address: str, announce: Announce) -> RequestChannel:
         s = self._settings
-        unreachable = s.unreachable(address, announce)
-        return RequestChannel(address, s.codec, s.auth, s.tls, unreachable=unreachable)
+        unreachable, peer = s.unreachable(address, announce), s.peer(announce, self._sightings)
+        return RequestChannel(address, s.codec, s.auth, s.tls, unreachable=unreachable, peer=peer)
 
     @property
     def started(self) -> bool:
@@ -235,7 +240,14 @@ class Client(AsyncWorkflows, AsyncOperations, AsyncAdmin):
     # --- submitting -----------------------------------------------------------------------
 
     @overload
-    async def delay(self, task: Task[P, Any], /, *args: P.args, **kwargs: P.kwargs) -> str: ...
+    async def delay(
+        self, task: Task[P, Coroutine[Any, Any, R]], /, *args: P.args, **kwargs: P.kwargs
+    ) -> AsyncTaskHandle[R]: ...
+
+    @overload
+    async def delay(
+        self, task: Task[P, R], /, *args: P.args, **kwargs: P.kwargs
+    ) -> AsyncTaskHandle[R]: ...
 
     @overload
     async def delay(
@@ -249,10 +261,11 @@ class Client(AsyncWorkflows, AsyncOperations, AsyncAdmin):
         idempotency_key: str | None = None,
         queue: str | None = None,
         **kwargs: Any,
-    ) -> str: ...
+    ) -> AsyncTaskHandle[Any]: ...
 
-    async def delay(self, task: TaskRef, /, *args: Any, **kwargs: Any) -> str:
-        """Queue a task and return its id without waiting for it to run.
+    async def delay(self, task: TaskRef, /, *args: Any, **kwargs: Any) -> AsyncTaskHandle[Any]:
+        """Queue a task and return its handle (its id: ``await handle`` is its value)
+        without waiting for it to run.
 
         ``countdown`` (seconds from now) or ``eta`` (a datetime, or Unix seconds) delay it.
         With ``idempotency_key``, a second call with the same key (and task) returns the
@@ -278,10 +291,11 @@ class Client(AsyncWorkflows, AsyncOperations, AsyncAdmin):
         time_limit: float | None = None,
         idempotency_key: str | None = None,
         queue: str | None = None,
-    ) -> str:
-        """Queue a task; ``task_id`` or ``idempotency_key`` makes the call idempotent across
-        your own retries, ``countdown``/``eta`` delay it, ``max_retries`` and ``time_limit``
-        (seconds an attempt may run) override the task's own settings."""
+    ) -> AsyncTaskHandle[Any]:
+        """Queue a task and return its handle; ``task_id`` or ``idempotency_key`` makes
+        the call idempotent across your own retries, ``countdown``/``eta`` delay it,
+        ``max_retries`` and ``time_limit`` (seconds an attempt may run) override the
+        task's own settings."""
         self._require_started()
         spec = task_spec(
             task,
@@ -296,7 +310,11 @@ class Client(AsyncWorkflows, AsyncOperations, AsyncAdmin):
         )
         lane = priority_of(task, priority)
         with send_spans([spec], lane) as (traced,):
-            return await self._coalescers[lane].submit(traced)
+            return AsyncTaskHandle(await self._coalescers[lane].submit(traced), self)
+
+    def handle(self, task_id: str) -> AsyncTaskHandle[Any]:
+        """A handle of a task queued before (by any client), from its id."""
+        return AsyncTaskHandle(task_id, self)
 
     async def delay_with_callback(
         self,
@@ -305,12 +323,12 @@ class Client(AsyncWorkflows, AsyncOperations, AsyncAdmin):
         *args: Any,
         priority: Priority | str | None = None,
         **kwargs: Any,
-    ) -> str:
+    ) -> AsyncTaskHandle[Any]:
         """Queue a task; ``callback`` (sync or async) gets its final ``TaskResult`` when it
         ends, without polling. A callback that raises is logged; the others still run."""
-        task_id = await self.apply_async(task, args, kwargs, priority=priority)
-        self.watch(task_id, callback)
-        return task_id
+        handle = await self.apply_async(task, args, kwargs, priority=priority)
+        self.watch(handle, callback)
+        return handle
 
     def watch(self, task_id: str, callback: Callback | None = None) -> None:
         """Follow a task: ``callback`` gets its final result, and so does :meth:`events`."""
@@ -450,14 +468,27 @@ class Client(AsyncWorkflows, AsyncOperations, AsyncAdmin):
                 return reply.results
             await asyncio.sleep(pause)
 
-    def get_result(self, task_id: str) -> TaskResult | None:
-        """The last result this client saw for the task (no network call)."""
+    def last_seen_result(self, task_id: str) -> TaskResult | None:
+        """The last result of the task this client happened to receive (no network
+        call; ``None`` for one it never heard of). To ask the control plane:
+        ``handle.info()`` or :meth:`get_task_result`."""
         return self._known.get(task_id)
 
-    def get_status(self, task_id: str) -> TaskState | None:
-        """The last status this client saw for the task (no network call)."""
+    def last_seen_status(self, task_id: str) -> TaskState | None:
+        """The status in :meth:`last_seen_result` (no network call). To ask the control
+        plane: ``handle.status()``."""
         known = self._known.get(task_id)
         return known.status if known else None
+
+    def get_result(self, task_id: str) -> TaskResult | None:
+        """Deprecated: the older name of :meth:`last_seen_result`, which asks no one."""
+        _renamed("get_result", "last_seen_result", "info")
+        return self.last_seen_result(task_id)
+
+    def get_status(self, task_id: str) -> TaskState | None:
+        """Deprecated: the older name of :meth:`last_seen_status`, which asks no one."""
+        _renamed("get_status", "last_seen_status", "status")
+        return self.last_seen_status(task_id)
 
     async def cancel_task(self, task_id: str) -> bool:
         """Cancel a task that has not finished; ``False`` if it already had."""
@@ -517,3 +548,13 @@ class Client(AsyncWorkflows, AsyncOperations, AsyncAdmin):
                 "client is not started: use `await client.start()` "
                 "or `async with Client() as client`"
             )
+
+
+def _renamed(old: str, new: str, handle_method: str) -> None:
+    warnings.warn(
+        f"client.{old}() is deprecated: it never asked the control plane, only read what "
+        f"this client had seen; call client.{new}() for that, or handle.{handle_method}() "
+        "to ask the control plane",
+        DeprecationWarning,
+        stacklevel=3,
+    )

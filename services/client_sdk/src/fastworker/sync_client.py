@@ -17,7 +17,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar, overload
@@ -45,12 +45,14 @@ from fastworker._calls import (
 from fastworker._operation_calls import SyncOperations
 from fastworker._task import Task
 from fastworker._workflows import SyncWorkflows
-from fastworker.client import RESULTS, Client
+from fastworker.client import RESULTS, Client, _renamed
+from fastworker.handles import TaskHandle
 from fastworker.tracing import send_spans
 from fastworker_common import local
 from fastworker_common.blocking_channel import BlockingChannel
 from fastworker_common.errors import ControlPlaneUnavailable, FastWorkerError, Timeout, unsendable
 from fastworker_common.leader import SETTLE, Attempts, back_when, follows, rewait
+from fastworker_common.sightings import Sightings
 from fastworker_common.tls import TLS
 from fastworker_protocol import (
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -74,6 +76,7 @@ Channel = BlockingChannel | local.LocalBlockingChannel
 
 
 P = ParamSpec("P")
+R = TypeVar("R")
 
 log = logging.getLogger("fastworker.client")
 
@@ -115,6 +118,7 @@ class SyncClient(SyncWorkflows, SyncOperations, SyncAdmin):
         self.connect_timeout = settings.connect_timeout
         self._lock = threading.Lock()
         self._announce: Announce | None = None
+        self._sightings = Sightings()  # when each control plane last answered
         self._submit: dict[Priority, Channel] = {}
         self._results: Channel | None = None
         self._generation = 0  # of the channels: one more at every move to a new leader
@@ -173,8 +177,8 @@ class SyncClient(SyncWorkflows, SyncOperations, SyncAdmin):
 
     def _channel(self, address: str, announce: Announce) -> BlockingChannel:
         s = self._settings
-        unreachable = s.unreachable(address, announce)
-        return BlockingChannel(address, s.codec, s.auth, s.tls, unreachable=unreachable)
+        unreachable, peer = s.unreachable(address, announce), s.peer(announce, self._sightings)
+        return BlockingChannel(address, s.codec, s.auth, s.tls, unreachable=unreachable, peer=peer)
 
     def stop(self) -> None:
         """Close every socket (calls blocked on them raise ``ControlPlaneUnavailable``) and
@@ -211,7 +215,12 @@ class SyncClient(SyncWorkflows, SyncOperations, SyncAdmin):
     # --- submitting -----------------------------------------------------------------------
 
     @overload
-    def delay(self, task: Task[P, Any], /, *args: P.args, **kwargs: P.kwargs) -> str: ...
+    def delay(
+        self, task: Task[P, Coroutine[Any, Any, R]], /, *args: P.args, **kwargs: P.kwargs
+    ) -> TaskHandle[R]: ...
+
+    @overload
+    def delay(self, task: Task[P, R], /, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]: ...
 
     @overload
     def delay(
@@ -225,10 +234,11 @@ class SyncClient(SyncWorkflows, SyncOperations, SyncAdmin):
         idempotency_key: str | None = None,
         queue: str | None = None,
         **kwargs: Any,
-    ) -> str: ...
+    ) -> TaskHandle[Any]: ...
 
-    def delay(self, task: TaskRef, /, *args: Any, **kwargs: Any) -> str:
-        """As :meth:`Client.delay`: queue a task and return its id."""
+    def delay(self, task: TaskRef, /, *args: Any, **kwargs: Any) -> TaskHandle[Any]:
+        """As :meth:`Client.delay`: queue a task and return its handle (its id:
+        ``handle.get()`` waits for its value)."""
         options = delay_options(kwargs)
         return self.apply_async(task, args, kwargs, **options)
 
@@ -246,8 +256,8 @@ class SyncClient(SyncWorkflows, SyncOperations, SyncAdmin):
         time_limit: float | None = None,
         idempotency_key: str | None = None,
         queue: str | None = None,
-    ) -> str:
-        """As :meth:`Client.apply_async`: queue a task and return its id."""
+    ) -> TaskHandle[Any]:
+        """As :meth:`Client.apply_async`: queue a task and return its handle."""
         spec = task_spec(
             task,
             args,
@@ -262,7 +272,11 @@ class SyncClient(SyncWorkflows, SyncOperations, SyncAdmin):
         lane = priority_of(task, priority)
         with send_spans([spec], lane) as traced:
             reply = self._request(lane, Submit(tasks=traced), Accepted)
-        return reply.task_ids[0]
+        return TaskHandle(reply.task_ids[0], self)
+
+    def handle(self, task_id: str) -> TaskHandle[Any]:
+        """A handle of a task queued before (by any client), from its id."""
+        return TaskHandle(task_id, self)
 
     def delay_with_callback(
         self,
@@ -271,12 +285,12 @@ class SyncClient(SyncWorkflows, SyncOperations, SyncAdmin):
         *args: Any,
         priority: Priority | str | None = None,
         **kwargs: Any,
-    ) -> str:
+    ) -> TaskHandle[Any]:
         """As :meth:`Client.delay_with_callback`; the callback runs on this client's
         background thread."""
-        task_id = self.apply_async(task, args, kwargs, priority=priority)
-        self.watch(task_id, callback)
-        return task_id
+        handle = self.apply_async(task, args, kwargs, priority=priority)
+        self.watch(handle, callback)
+        return handle
 
     def watch(self, task_id: str, callback: Callback | None = None) -> None:
         """As :meth:`Client.watch`: ``callback`` gets the task's final result, on this
@@ -362,13 +376,23 @@ class SyncClient(SyncWorkflows, SyncOperations, SyncAdmin):
                 return reply.results
             time.sleep(pause)
 
+    def last_seen_result(self, task_id: str) -> TaskResult | None:
+        """As :meth:`Client.last_seen_result` (no network call)."""
+        return self._client.last_seen_result(task_id)
+
+    def last_seen_status(self, task_id: str) -> TaskState | None:
+        """As :meth:`Client.last_seen_status` (no network call)."""
+        return self._client.last_seen_status(task_id)
+
     def get_result(self, task_id: str) -> TaskResult | None:
-        """The last result this client saw for the task (no network call)."""
-        return self._client.get_result(task_id)
+        """Deprecated: the older name of :meth:`last_seen_result`, which asks no one."""
+        _renamed("get_result", "last_seen_result", "info")
+        return self.last_seen_result(task_id)
 
     def get_status(self, task_id: str) -> TaskState | None:
-        """The last status this client saw for the task (no network call)."""
-        return self._client.get_status(task_id)
+        """Deprecated: the older name of :meth:`last_seen_status`, which asks no one."""
+        _renamed("get_status", "last_seen_status", "status")
+        return self.last_seen_status(task_id)
 
     def cancel_task(self, task_id: str) -> bool:
         """Cancel a task that has not finished; ``False`` if it already had."""

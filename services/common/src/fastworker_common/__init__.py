@@ -7,6 +7,8 @@ of them needs lives here, as public modules, so no package reaches into another'
   ``fastworker.tls`` are their public faces);
 - ``transport``, ``discovery``, ``leader``, ``local``: how a process asks a control plane
   (REQ sockets, the discovery bus, following a replicated leader, in-process backends);
+  ``sightings``: when each control plane last answered, to tell one that stopped answering
+  from one never reached;
 - ``nng_io``, ``nng_exit``: cheaper NNG I/O for servers, and a clean exit with NNG;
 - ``context``, ``histogram``, ``tokens``, ``allocator``: the running task's context, latency
   histograms, auth tokens, returning memory to the system;

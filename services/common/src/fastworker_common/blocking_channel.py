@@ -19,6 +19,7 @@ import pynng
 
 from fastworker_common.errors import ControlPlaneUnavailable, Timeout, nobody_at
 from fastworker_common.nng_io import BlockingContext
+from fastworker_common.sightings import Peer
 from fastworker_common.tls import TLS
 from fastworker_common.transport import dial_req, read_reply, with_auth
 from fastworker_protocol import Codec, Message
@@ -40,11 +41,14 @@ class BlockingChannel:
         tls: TLS | None = None,
         *,
         unreachable: str | None = None,
+        peer: Peer | None = None,
     ) -> None:
         """``unreachable`` is the message for a control plane never connected (default:
-        nobody answered at ``address``)."""
+        nobody answered at ``address``); ``peer``, the control plane whose replies are
+        recorded, to tell one that stopped answering (default: ``address``, on its own)."""
         self.address = address
         self._unreachable = unreachable or nobody_at(address)
+        self._peer = peer or Peer(address)
         self._codec = codec
         self._auth = auth
         self._socket = dial_req(address, codec, tls)
@@ -82,8 +86,9 @@ class BlockingChannel:
             reply = context.exchange(data, send_for, lambda: deadline - time.monotonic())
             done = True
         except pynng.Timeout:
-            if not self.connected:
-                raise ControlPlaneUnavailable(self._unreachable) from None
+            if not self.connected:  # never reached, or it stopped answering
+                lost = self._peer.unreachable(self._unreachable, time.monotonic())
+                raise ControlPlaneUnavailable(lost) from None
             raise Timeout(f"no reply from {self.address} within {timeout:g} s") from None
         except pynng.Closed:
             raise ControlPlaneUnavailable(f"the connection to {self.address} was closed") from None
@@ -91,6 +96,7 @@ class BlockingChannel:
             raise ControlPlaneUnavailable(f"connection to {self.address} failed: {exc}") from exc
         finally:
             self._give_back(context, reusable=done)
+        self._peer.answered(time.monotonic())
         return read_reply(self._codec, self.address, reply, reply_type)
 
     def _take(self) -> BlockingContext:

@@ -2,7 +2,8 @@
 
 FastWorkerError
 +-- ControlPlaneUnavailable    nothing connected or answered (or it is not the leader any
-|                              more, ``unavailable``): start one, fix the address, retry
+|                              more, ``unavailable``): start one, fix the address, retry;
+|                              one that answered before "stopped answering" (see sightings)
 +-- Timeout (TimeoutError)     it answered, but not within the time you gave
 +-- RequestRejected            the control plane refused the request (has ``.code``)
 |   +-- UnknownTask            no subworker ever registered that task name
@@ -65,6 +66,32 @@ def unreachable_announced(tried: str, announced: str, discovery: str) -> str:
         f"here (no connection to {tried}): pass --address {scheme}://{host}:{port} "
         "(Client(address=...) in code), or the host's published port"
     )
+
+
+def stopped_answering(address: str, ago: float, *, replicas: bool = False) -> str:
+    """The message for a control plane that answered this process ``ago`` seconds ago and
+    now refuses connections: it was stopped, restarted or crashed, not moved out of
+    reach. Of ``replicas``, no other one answered either before the deadline."""
+    if replicas:
+        return (
+            f"the control plane at {address} stopped answering (last seen {_ago(ago)} ago) "
+            "and no other replica answered either: are they running? Their logs say why "
+            "they stopped"
+        )
+    return (
+        f"the control plane at {address} stopped answering (last seen {_ago(ago)} ago): "
+        "it was stopped, restarted or crashed; start it again, or see its logs"
+    )
+
+
+def _ago(seconds: float) -> str:
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.0f} h"
 
 
 class Timeout(FastWorkerError, TimeoutError):

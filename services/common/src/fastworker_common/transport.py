@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from typing import TypeVar
 
 import msgspec
@@ -17,6 +18,7 @@ import pynng
 
 from fastworker_common import nng_exit  # noqa: F401  (a clean exit with NNG objects left)
 from fastworker_common.errors import ControlPlaneUnavailable, Timeout, nobody_at, rejection
+from fastworker_common.sightings import Peer
 from fastworker_common.tls import TLS, dial_config
 from fastworker_protocol import Codec, DecodeError, Error, Message
 
@@ -36,11 +38,14 @@ class RequestChannel:
         tls: TLS | None = None,
         *,
         unreachable: str | None = None,
+        peer: Peer | None = None,
     ) -> None:
         """``unreachable`` is the message for a control plane never connected (default:
-        nobody answered at ``address``)."""
+        nobody answered at ``address``); ``peer``, the control plane whose replies are
+        recorded, to tell one that stopped answering (default: ``address``, on its own)."""
         self.address = address
         self._unreachable = unreachable or nobody_at(address)
+        self._peer = peer or Peer(address)
         self._codec = codec
         self._auth = auth  # the control plane's shared token, put in every request
         self._socket = dial_req(address, codec, tls)
@@ -85,8 +90,9 @@ class RequestChannel:
             with contextlib.suppress(pynng.NNGException):
                 context.close()
         if not exchange.done():
-            if not self.connected:
-                raise ControlPlaneUnavailable(self._unreachable)
+            if not self.connected:  # never reached, or it stopped answering
+                lost = self._peer.unreachable(self._unreachable, time.monotonic())
+                raise ControlPlaneUnavailable(lost)
             raise Timeout(f"no reply from {self.address} within {timeout:g} s")
         try:
             reply_bytes = exchange.result()
@@ -94,6 +100,7 @@ class RequestChannel:
             raise ControlPlaneUnavailable(f"connection to {self.address} failed: {exc}") from exc
         if reply_bytes is None:
             raise ControlPlaneUnavailable(f"the connection to {self.address} was closed")
+        self._peer.answered(time.monotonic())
         return read_reply(self._codec, self.address, reply_bytes, reply_type)
 
     def close(self) -> None:

@@ -21,11 +21,22 @@ from dataclasses import dataclass
 from fastworker import TaskRegistry
 from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_control_plane.core.board import BoardConfig, TaskBoard
+from fastworker_control_plane.core.rejected import Rejected
 from fastworker_control_plane.core.workflows import WorkflowBook
 from fastworker_control_plane.engine import Clock, Engine
 from fastworker_control_plane.servers import registration, results, submission
 from fastworker_control_plane.servers.responder import Handler
 from fastworker_protocol import Message, Priority
+
+
+class BadTaskSchedules(ValueError):
+    """This process's own tasks declare schedules that cannot run; ``problems`` has one
+    line for each. Raised before any socket is bound, so the process exits saying so."""
+
+    def __init__(self, problems: list[str]) -> None:
+        lines = ["the tasks of this process declare schedules that cannot run:", *problems]
+        super().__init__("\n  ".join(lines))
+        self.problems = problems
 
 
 @dataclass(frozen=True)
@@ -110,7 +121,10 @@ class Assembly:
         engine, max_wait = self.engine, self.config.max_wait
         own = [t.signature() for t in self.registry]
         engine.board.learn_tasks(own)
-        engine.board.learn_schedules(own, engine.clock())
+        try:
+            engine.board.learn_schedules(own, engine.clock())
+        except Rejected as exc:  # a registry filled by hand: @task would have refused them
+            raise BadTaskSchedules(exc.message.splitlines()) from None
         engine.arm_timer()
         return Endpoints(
             submission={

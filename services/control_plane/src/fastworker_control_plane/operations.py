@@ -96,7 +96,7 @@ class Operations:
     def set_limit(
         self, scope: Scope, name: str, rate: str | None, concurrency: int | None, *, reset: bool
     ) -> None:
-        queue_controls.set_limit(self._board, scope, name, rate, concurrency, reset=reset)
+        name = queue_controls.set_limit(self._board, scope, name, rate, concurrency, reset=reset)
         log.info("limit changed", scope=str(scope), name=name, rate=rate, concurrency=concurrency)
         self._engine.kick()
         self._engine.arm_timer()

@@ -19,6 +19,7 @@ import msgspec
 from fastworker_control_plane.core.board_types import task_size
 from fastworker_control_plane.core.effects import Effects
 from fastworker_control_plane.core.rejected import Rejected
+from fastworker_control_plane.core.workflow_check import named
 from fastworker_control_plane.core.workflow_graph import Release
 from fastworker_control_plane.core.workflows import Actions, WorkflowBook, check
 from fastworker_protocol import (
@@ -56,6 +57,7 @@ class WorkflowRunner:
         roots; raises ``Rejected`` (nothing queued) if any part of it cannot run."""
         engine = self._engine
         engine.outbox.check_writable()
+        message = named(message, engine.board.catalog)  # short names made full
         check(message, engine.board.catalog, engine.board.config)
         if not message.workflow_id:
             message = msgspec.structs.replace(message, workflow_id=engine.entropy.new_id())

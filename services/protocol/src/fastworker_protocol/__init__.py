@@ -107,7 +107,17 @@ from fastworker_protocol.states import (
     next_worker_state,
 )
 from fastworker_protocol.union import ALL_MESSAGES, AnyMessage
-from fastworker_protocol.values import check_portable
+from fastworker_protocol.value_types import (
+    BUILTIN_CODES,
+    USER_CODES,
+    VALUE_TYPES,
+    ValueType,
+    ValueTypeError,
+    ValueTypes,
+    describe_ext,
+    register_type,
+)
+from fastworker_protocol.values import check_portable, portable_form
 from fastworker_protocol.workflows import (
     MAX_EDGES,
     MAX_LINKS,
@@ -129,6 +139,7 @@ from fastworker_protocol.workflows import (
 
 __all__ = [
     "ALL_MESSAGES",
+    "BUILTIN_CODES",
     "DEFAULT_BASE_PORT",
     "DEFAULT_DISCOVERY_ADDRESS",
     "DEFAULT_DISCOVERY_PORT",
@@ -147,6 +158,8 @@ __all__ = [
     "PROTOCOL_VERSION",
     "TASK_TRANSITIONS",
     "TERMINAL_TASK_STATES",
+    "USER_CODES",
+    "VALUE_TYPES",
     "WORKER_TRANSITIONS",
     "Accepted",
     "Ack",
@@ -228,6 +241,9 @@ __all__ = [
     "UnknownOp",
     "Unregister",
     "UnsupportedVersion",
+    "ValueType",
+    "ValueTypeError",
+    "ValueTypes",
     "WorkerEvent",
     "WorkerInfo",
     "WorkerList",
@@ -240,10 +256,13 @@ __all__ = [
     "check_portable",
     "check_queue",
     "check_rate",
+    "describe_ext",
     "message_op",
     "nesting_depth",
     "next_task_state",
     "next_worker_state",
     "parse_queues",
+    "portable_form",
+    "register_type",
     "tcp_address",
 ]

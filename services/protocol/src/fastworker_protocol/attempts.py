@@ -36,6 +36,7 @@ from fastworker_protocol.reasons import FailureReason
 from fastworker_protocol.states import TaskEvent, TaskState, next_task_state
 
 Uniform = Callable[[float, float], float]
+MAX_RETRY_DELAY = 366 * 24 * 3600.0  # the longest delay a task may ask before its retry
 
 
 @dataclass(frozen=True)
@@ -62,16 +63,25 @@ class RetryPolicy:
         retryable: bool | None = None,
     ) -> bool:
         """Whether a failure with ``error`` is retried (``max_retries`` overrides ours;
-        ``retryable`` is the subworker's ``retry_on`` verdict, ``None`` if it gave none)."""
+        ``retryable`` is the subworker's ``retry_on`` verdict, ``None`` if it gave none).
+        A task that asked for a retry (reason ``retry``) gets one whatever ``retry_on``
+        says, while retries are left."""
         limit = self.max_retries if max_retries is None else max(0, max_retries)
-        if retries_so_far >= limit or error.reason != FailureReason.EXCEPTION:
+        if retries_so_far >= limit:
+            return False
+        if error.reason == FailureReason.RETRY:
+            return True
+        if error.reason != FailureReason.EXCEPTION:
             return False
         if retryable is not None:
             return retryable
         return not self.retry_on or error.type in self.retry_on
 
-    def delay(self, retry: int, uniform: Uniform) -> float:
-        """Seconds before retry number ``retry`` (1 for the first retry)."""
+    def delay(self, retry: int, uniform: Uniform, asked: float | None = None) -> float:
+        """Seconds before retry number ``retry`` (1 for the first retry): the delay the
+        task ``asked`` for (bounded to ``[0, MAX_RETRY_DELAY]``), else the backoff."""
+        if asked is not None and asked == asked:  # NaN asks for nothing
+            return min(max(0.0, asked), MAX_RETRY_DELAY)
         ceiling = min(self.backoff_max, self.backoff * 2 ** (retry - 1))
         return uniform(0.0, ceiling)
 

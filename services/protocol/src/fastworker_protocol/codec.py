@@ -3,7 +3,8 @@
 Decoding never raises anything but :class:`~fastworker_protocol.errors.DecodeError`
 subclasses, whatever the bytes: that is what lets a server answer garbage with an error
 reply and keep serving. Nothing decoded is ever executed, imported or unpickled; msgpack
-extension types arrive as inert ``msgspec.msgpack.Ext`` values.
+extension types arrive as inert ``msgspec.msgpack.Ext`` values, unless the codec is a
+client's (``decode_values``): then those of a registered type are made by its ``decode``.
 """
 
 from __future__ import annotations
@@ -23,21 +24,36 @@ from fastworker_protocol.errors import (
 )
 from fastworker_protocol.messages import PROTOCOL_VERSION, Message
 from fastworker_protocol.union import OPS, AnyMessage
+from fastworker_protocol.value_types import VALUE_TYPES, ValueTypeError
 
 DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024
 
 M = TypeVar("M", bound=Message)
 
 
+def _str_subclass(value: Any) -> Any:
+    """A ``str`` subclass where the protocol has a string (a task handle given where an id
+    goes) is sent as its text; anything else msgpack cannot encode stays refused."""
+    if isinstance(value, str):
+        return str.__str__(value)
+    raise TypeError(f"Encoding objects of type {type(value).__qualname__} is unsupported")
+
+
 class Codec:
     """Encodes and decodes messages, rejecting frames over ``max_message_size`` bytes."""
 
-    def __init__(self, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> None:
+    def __init__(
+        self, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE, *, decode_values: bool = False
+    ) -> None:
+        """``decode_values``: turn extension values of registered types (``value_types``)
+        back into their types, as a client reading results does; without it they stay
+        opaque, as the control plane carries them."""
         if max_message_size <= 0:
             raise ValueError("max_message_size must be positive")
         self.max_message_size = max_message_size
-        self._encoder = msgspec.msgpack.Encoder()
-        self._decoder = msgspec.msgpack.Decoder(AnyMessage)
+        self._encoder = msgspec.msgpack.Encoder(enc_hook=_str_subclass)
+        hook = VALUE_TYPES.ext_hook if decode_values else None
+        self._decoder = msgspec.msgpack.Decoder(AnyMessage, ext_hook=hook)
         self._envelope = msgspec.msgpack.Decoder(_Envelope)
 
     def encode(self, message: Message) -> bytes:
@@ -63,6 +79,8 @@ class Codec:
             raise _explain_invalid(data, exc) from None
         except (msgspec.DecodeError, RecursionError, MemoryError) as exc:
             raise MalformedMessage(f"not a msgpack message: {exc}") from None
+        except ValueTypeError as exc:  # a registered type's decode refused its bytes
+            raise InvalidMessage(str(exc)) from exc
         if message.v != PROTOCOL_VERSION:
             raise UnsupportedVersion(_unsupported(message.v))
         return message

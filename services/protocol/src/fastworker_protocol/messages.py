@@ -168,6 +168,8 @@ class Outcome(Record):
     interrupted (shutdown) rather than failed, and the control plane should deliver it again.
     ``retryable`` is the subworker's verdict on the task's ``retry_on`` (an ``isinstance``
     check where the exception lives); ``None`` from peers that do not decide it.
+    ``retry_in``, with an error of reason ``retry`` (the task asked to be tried again), is
+    the delay in seconds it asked for before the next attempt (``None``: its backoff).
     """
 
     task_id: str
@@ -178,6 +180,7 @@ class Outcome(Record):
     finished_at: UnixTime | None = None
     requeue: bool = False
     retryable: bool | None = None
+    retry_in: float | None = None
 
 
 class ScheduleInfo(Record):

@@ -16,6 +16,7 @@ class FailureReason(StrEnum):
     (``FailureReason.TIMEOUT == "timeout"``)."""
 
     EXCEPTION = "exception"  # the task raised
+    RETRY = "retry"  # the task asked to be tried again (``fastworker.retry``, ``raise Retry``)
     UNSERIALIZABLE_RESULT = "unserializable_result"  # its return value has no msgpack form
     TIMEOUT = "timeout"  # it ran past its timeout and was stopped
     CANCELLED = "cancelled"  # it was cancelled before or while it ran

@@ -10,7 +10,10 @@ then receive a *different* type, silently. So only these pass:
     bytes (bytearray and memoryview too: they come back as bytes), list, tuple (comes
     back as a list), dict (keys: None, bool, int, float, str, bytes, or tuples of these,
     which come back as tuples), a time-zone-aware datetime (comes back
-    as the same instant in UTC), and msgspec.msgpack.Ext (passed through opaque).
+    as the same instant in UTC), msgspec.msgpack.Ext (passed through opaque), and a
+    value of a type registered in ``value_types`` (uuid.UUID, decimal.Decimal, and the
+    application's own, registered with ``fastworker.register_type``): it is sent as a
+    msgpack extension value, and ``portable_form`` gives the value in that form.
 
 Types are matched exactly: a subclass (an IntEnum, a StrEnum, an OrderedDict, a
 namedtuple) would come back as its plain base type, so it is refused too. Arrays and maps
@@ -18,7 +21,8 @@ may nest at most ``MAX_NESTING`` deep, the value itself counting as the first le
 
 The check never raises and never recurses; it must stay cheap, as it runs on every task
 submitted: scalars and containers holding only scalars are decided without a Python loop
-over their items.
+over their items, and only a value found to hold a registered type is walked again to
+put it in wire form.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from uuid import UUID
 import msgspec
 
 from fastworker_protocol.limits import MAX_NESTING
+from fastworker_protocol.value_types import VALUE_TYPES, ValueTypeError
 
 MIN_INT = -(2**63)
 MAX_INT = 2**64 - 1
@@ -44,12 +49,46 @@ _BASES = (bool, int, float, str, bytes, list, tuple, dict)  # bool before int: t
 _WITH_INT = _LEAVES | {int}
 _STR = frozenset({str})
 _SHORT = 8  # up to this many items, a Python loop beats building a set of types
-_WIRE_TYPES = "None, bool, int, float, str, bytes, list, tuple, dict and time-zone-aware datetime"
+_WIRE_TYPES = (
+    "None, bool, int, float, str, bytes, list, tuple, dict, time-zone-aware datetime, "
+    "uuid.UUID, decimal.Decimal and the types registered with fastworker.register_type"
+)
+_REGISTER = "or register an encoding for it with fastworker.register_type(...)"
+
+
+class _Extended:
+    """What ``_examine`` finds of a portable value that holds a registered type."""
+
+
+_EXTENDED = _Extended()
 
 
 def check_portable(value: object, where: str = "value", limit: int = MAX_NESTING) -> str | None:
     """``None`` if ``value`` travels and comes back as itself, else what is wrong with it,
     naming where (``where`` is the name of ``value`` itself, e.g. ``args`` or ``result``)."""
+    found = _examine(value, where, limit)
+    return None if found is _EXTENDED else found  # type: ignore[return-value]
+
+
+def portable_form(
+    value: Any, where: str = "value", limit: int = MAX_NESTING
+) -> tuple[Any, str | None]:
+    """``(value as it is sent, None)`` if it is portable, else ``(value, the problem)``.
+    As sent, every value of a registered type is its msgpack extension value; a value
+    holding none is returned as it is, with no copy."""
+    found = _examine(value, where, limit)
+    if found is None:
+        return value, None
+    if found is _EXTENDED:
+        try:
+            return VALUE_TYPES.to_wire(value), None
+        except ValueTypeError as exc:
+            return value, f"{where}: {exc}"
+    return value, found  # type: ignore[return-value]
+
+
+def _examine(value: object, where: str, limit: int) -> str | _Extended | None:
+    """``check_portable``, telling apart a value that holds a registered type."""
     kind = type(value)
     if kind in _LEAVES:
         return None
@@ -61,6 +100,8 @@ def check_portable(value: object, where: str = "value", limit: int = MAX_NESTING
     elif kind is dict:
         if _flat_map(value):  # type: ignore[arg-type]
             return None
+    elif kind in VALUE_TYPES.by_type:
+        return _EXTENDED
     else:
         return _leaf_problem(value, where)
     return _walk(value, where, limit)
@@ -102,8 +143,10 @@ def _flat_map(items: dict[Any, Any]) -> bool:
     return _STR.issuperset(map(type, items)) and _flat(list(items.values()))
 
 
-def _walk(root: Any, where: str, limit: int) -> str | None:
+def _walk(root: Any, where: str, limit: int) -> str | _Extended | None:
     """The first problem inside a container, depth first (iterative, so never too deep)."""
+    registered = VALUE_TYPES.by_type
+    extended = False
     stack: list[tuple[Any, str, int]] = [(root, where, 1)]
     while stack:
         node, path, depth = stack.pop()
@@ -122,9 +165,11 @@ def _walk(root: Any, where: str, limit: int) -> str | None:
                     return f"{where} nests deeper than the protocol's {limit} arrays and maps"
                 if not ((kind is dict and _flat_map(child)) or (kind is not dict and _flat(child))):
                     stack.append((child, at, depth + 1))
+            elif kind in registered:
+                extended = True
             elif problem := _leaf_problem(child, at):
                 return problem
-    return None
+    return _EXTENDED if extended else None
 
 
 def _key_problem(key: object, path: str) -> str | None:
@@ -141,17 +186,28 @@ def _portable_key(key: object, depth: int) -> bool:
     """msgpack decodes an array used as a map key as a tuple, so tuples of portable keys
     come back as themselves too (bounded: a key nests at most ``depth`` tuples)."""
     kind = type(key)
-    if kind in _KEY_SCALARS:
+    if kind in _KEY_SCALARS or isinstance(key, Id):
         return True
     if kind is int:
         return bool(MIN_INT <= key <= MAX_INT)  # type: ignore[operator]
     return kind is tuple and depth > 0 and all(_portable_key(k, depth - 1) for k in key)  # type: ignore[attr-defined]
 
 
+class Id(str):
+    """A ``str`` that is an id (the SDK's task and workflow handles): portable, as the one
+    ``str`` subclass that is, because what it stands for is its text. It is sent as that
+    text and arrives as a plain ``str``."""
+
+    __slots__ = ()
+
+
 def _leaf_problem(value: object, path: str) -> str | None:
-    """``None`` for an aware datetime or an int in range; else the problem with a hint."""
+    """``None`` for an aware datetime, an int in range or an id; else the problem with a
+    hint."""
     kind = type(value)
     if kind is datetime and value.utcoffset() is not None:  # type: ignore[attr-defined]
+        return None
+    if isinstance(value, Id):
         return None
     if kind is int:
         if MIN_INT <= value <= MAX_INT:  # type: ignore[operator]
@@ -176,8 +232,16 @@ def _hint(value: object) -> str:
             "is naive (no tzinfo), so its instant is ambiguous: make it aware, "
             "e.g. value.replace(tzinfo=UTC)"
         )
-    if isinstance(value, Decimal | UUID | date | time | timedelta):
-        return "has no wire form (it would come back a str): send str(value) or a number"
+    if isinstance(value, Decimal | UUID):
+        registered: type = Decimal if isinstance(value, Decimal) else UUID
+        return (
+            f"is a subclass of {_name(registered)} and would come back a plain "
+            f"{registered.__name__}: send {registered.__name__}(value), {_REGISTER}"
+        )
+    if isinstance(value, date | time | timedelta):
+        return (
+            f"has no wire form (it would come back a str): send str(value) or a number, {_REGISTER}"
+        )
     if isinstance(value, _BASES):
         base = next(b for b in _BASES if isinstance(value, b))
         return (
@@ -189,6 +253,6 @@ def _hint(value: object) -> str:
     ):
         return (
             "would come back a dict: send a dict, e.g. dataclasses.asdict(value) "
-            "or msgspec.to_builtins(value)"
+            f"or msgspec.to_builtins(value), {_REGISTER}"
         )
-    return f"has no wire form: values may only be {_WIRE_TYPES}"
+    return f"has no wire form: values may only be {_WIRE_TYPES}; {_REGISTER}"

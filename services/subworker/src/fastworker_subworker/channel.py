@@ -11,6 +11,7 @@ NNG's own resend is off: a request is never sent twice behind the subworker's ba
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TypeVar
 
 import msgspec
@@ -18,6 +19,7 @@ import pynng
 
 from fastworker_common.errors import ControlPlaneUnavailable, Timeout, nobody_at, rejection
 from fastworker_common.nng_io import ContextIO, Inbox, PendingSends
+from fastworker_common.sightings import Peer
 from fastworker_common.tls import TLS, dial_config
 from fastworker_protocol import Codec, DecodeError, Error, Message
 
@@ -30,6 +32,7 @@ _KEPT = 4  # idle contexts kept for the next requests
 class RequestChannel:
     def __init__(self, address: str, codec: Codec, auth: str | None, tls: TLS | None) -> None:
         self.address = address
+        self._peer = Peer(address)  # its last reply, to tell "stopped answering" from "never"
         self._codec = codec
         self._auth = auth
         # Twice the codec's limit: a frame between the two gets a typed error from the codec.
@@ -58,6 +61,7 @@ class RequestChannel:
         data = self._codec.encode(message)
         context = self._context()
         reply_bytes = await self._exchange(context, data, timeout)
+        self._peer.answered(time.monotonic())
         try:
             reply = self._codec.decode(reply_bytes)
         except DecodeError as exc:
@@ -117,7 +121,9 @@ class RequestChannel:
 
     def _no_reply(self, timeout: float) -> Exception:
         if not self.connected:
-            return ControlPlaneUnavailable(nobody_at(self.address))
+            return ControlPlaneUnavailable(
+                self._peer.unreachable(nobody_at(self.address), time.monotonic())
+            )
         return Timeout(f"no reply from {self.address} within {timeout:g} s")
 
     def _context(self) -> ContextIO:

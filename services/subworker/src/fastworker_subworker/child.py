@@ -43,7 +43,8 @@ from typing import Any
 
 import structlog
 
-from fastworker import SoftTimeLimitExceeded, Task, TaskRegistry
+from fastworker import SoftTimeLimitExceeded, Task, TaskRegistry, signals
+from fastworker.signal_hooks import worker_event, worker_signal_blocking
 from fastworker.tracing import configure_tracing
 from fastworker_common.log_setup import configure_logging
 from fastworker_protocol import Assignment, Outcome
@@ -239,6 +240,8 @@ def main(argv: list[str]) -> int:
     structlog.contextvars.bind_contextvars(child_pid=os.getpid())
     try:
         registry = resolve(spec.tasks)
+        for module in spec.hook_modules:  # handlers connected beside no process task
+            importlib.import_module(module)
     except Exception as exc:  # whatever importing the user's modules raised
         channel.send(wire.Broken(f"{type(exc).__name__}: {exc}"))
         return 1
@@ -249,6 +252,8 @@ def main(argv: list[str]) -> int:
     threading.Thread(
         target=_read_commands, args=(channel, child, chunks), name="commands", daemon=True
     ).start()
+    this_process = worker_event(spec.worker_id, child=True)
+    worker_signal_blocking(signals.worker_process_init, this_process)
     try:
         channel.send(wire.Ready(os.getpid()))
         while (chunk := chunks.get()) is not None:
@@ -256,6 +261,7 @@ def main(argv: list[str]) -> int:
             channel.send(wire.Idle(resident_memory()))
     except (BrokenPipeError, ConnectionResetError):
         return 0  # the subworker is gone (it stopped as this child started): no one to tell
+    worker_signal_blocking(signals.worker_shutdown, this_process)
     if provider is not None:
         provider.shutdown()  # the spans the tasks made, flushed before a graceful exit
     return 0

@@ -42,6 +42,7 @@ class Spec(msgspec.Struct, frozen=True, tag=True):
     worker_id: str
     log_level: str = "info"
     log_json: bool = False
+    hook_modules: list[str] = []  # where signal handlers were connected (imported too)
 
 
 class Run(msgspec.Struct, frozen=True, tag=True):

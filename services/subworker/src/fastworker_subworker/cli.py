@@ -17,7 +17,7 @@ from fastworker.cli.common import (
     tls_from,
     traced,
 )
-from fastworker.errors import Unauthorized
+from fastworker.errors import RequestRejected, Unauthorized
 from fastworker_common.allocator import return_large_blocks_to_the_system
 from fastworker_common.health import PortInUse, check
 from fastworker_common.leader import addresses
@@ -86,6 +86,10 @@ def run(args: argparse.Namespace) -> int:
             "wrong auth token (set FASTWORKER_AUTH_TOKEN to the control plane's)",
             file=sys.stderr,
         )
+        return EXIT_USAGE
+    except RequestRejected as exc:  # its registration: a schedule that cannot run, say
+        said = "fastworker-subworker: the control plane refused this subworker:"
+        print("\n  ".join([said, *exc.message.splitlines()]), file=sys.stderr)
         return EXIT_USAGE
 
 

@@ -15,13 +15,16 @@ import traceback
 from typing import Any
 
 from fastworker import Task, TaskRegistry
+from fastworker.retrying import Retry, retry_error
 from fastworker_common.context import enter, leave
 from fastworker_protocol import (
+    VALUE_TYPES,
     Assignment,
     FailureReason,
     Outcome,
     TaskError,
-    check_portable,
+    ValueTypeError,
+    portable_form,
 )
 from fastworker_subworker.instrument import TaskInstrument
 
@@ -49,11 +52,14 @@ class Executor:
         scope = self._instrument.begin(assignment)
         outcome, error = None, None
         try:
+            if scope.hooks is not None:  # async signal handlers (``fastworker.signals``)
+                await scope.hooks.started_async()
             if task is None:
                 raise _unknown(assignment)
+            args, kwargs = arguments_of(assignment)
             token = enter(assignment)
             try:
-                value = await task.fn(*assignment.args, **assignment.kwargs)
+                value = await task.fn(*args, **kwargs)
             finally:
                 leave(token)
         except Exception as exc:
@@ -61,7 +67,10 @@ class Executor:
         else:
             outcome = _success(assignment, started, value)
         finally:
-            self._instrument.end(scope, outcome, error)
+            if scope.hooks is not None:
+                await self._instrument.end_async(scope, outcome, error)
+            else:
+                self._instrument.end(scope, outcome, error)
         return outcome
 
     def run_sync(self, assignment: Assignment) -> Outcome:
@@ -73,9 +82,10 @@ class Executor:
         try:
             if task is None:
                 raise _unknown(assignment)
+            args, kwargs = arguments_of(assignment)
             token = enter(assignment)
             try:
-                value = task.fn(*assignment.args, **assignment.kwargs)
+                value = task.fn(*args, **kwargs)
             finally:
                 leave(token)
         except BaseException as exc:  # even SystemExit: on a worker thread it is just a failure
@@ -90,19 +100,30 @@ def _unknown(assignment: Assignment) -> LookupError:
     return LookupError(f"this subworker has no task named {assignment.name!r}")
 
 
+def arguments_of(assignment: Assignment) -> tuple[list[Any], dict[str, Any]]:
+    """The task's arguments as the client gave them: extension values of registered types
+    (a UUID, a Decimal, the application's own) made back into their types here, just
+    before the call, never earlier (PROTOCOL.md §3, "Portable values")."""
+    return VALUE_TYPES.from_wire(assignment.args), VALUE_TYPES.from_wire(assignment.kwargs)
+
+
 def _retryable(task: Task[..., Any] | None, exc: BaseException) -> bool | None:
     """Whether ``retry_on`` allows a retry of ``exc`` (``None``: no such task here, so the
-    control plane decides from the names it was registered with)."""
+    control plane decides from the names it was registered with). Arguments that do not
+    decode never will."""
     if task is None:
         return None
+    if isinstance(exc, ValueTypeError):
+        return False
     return not task.retry_on or isinstance(exc, task.retry_on)
 
 
 def _success(assignment: Assignment, started: float, value: Any) -> Outcome:
     """The result as it is, if it is a portable value (PROTOCOL.md §3): one that comes back
     to the client as itself and that the control plane, its journal and its dashboard can
-    all encode again. Anything else (a set, a UUID, a dataclass...) is never coerced."""
-    problem = check_portable(value, "result")
+    all encode again, a UUID, a Decimal or a registered type as its msgpack extension
+    value. Anything else (a set, an unregistered dataclass...) is never coerced."""
+    value, problem = portable_form(value, "result")
     if problem is not None:
         unportable = TypeError(f"result of type {_type_name(value)} cannot be sent: {problem}")
         return failure(assignment, started, unportable, False, FailureReason.UNSERIALIZABLE_RESULT)
@@ -129,6 +150,18 @@ def failure(
     retryable: bool | None,
     reason: FailureReason = FailureReason.EXCEPTION,
 ) -> Outcome:
+    """A failed attempt's outcome; a task that raised ``Retry`` asks to be tried again
+    (whatever its ``retry_on``), after the delay it gave."""
+    if isinstance(exc, Retry):
+        return Outcome(
+            task_id=assignment.id,
+            ok=False,
+            error=retry_error(exc),
+            started_at=started,
+            finished_at=time.time(),
+            retryable=True,
+            retry_in=exc.countdown,
+        )
     error = TaskError(
         type=type(exc).__name__,
         message=str(exc),

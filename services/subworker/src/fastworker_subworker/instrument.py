@@ -6,6 +6,10 @@ or the standard ``logging`` module) carries them. With a tracer, the run is a
 ``process {task}`` CONSUMER span, child of the control plane's ``dispatch`` span, and the
 current span while the task runs (spans the task makes nest under it).
 
+It also calls the handlers of ``fastworker.signals`` (through ``fastworker.signal_hooks``):
+the sync ones from ``begin`` and ``end``, in the thread that runs the task; an async task's
+executor awaits the async ones through ``Scope.hooks`` (``None`` with no handler connected).
+
 Never raises into the task run: instrumentation failing must not fail a task.
 """
 
@@ -21,6 +25,7 @@ import structlog
 from opentelemetry import context, propagate, trace
 from opentelemetry.trace import Span, SpanKind, Tracer
 
+from fastworker.signal_hooks import TaskHooks, task_hooks
 from fastworker.tracing import mark_failed, messaging_attributes, trace_id_of
 from fastworker_protocol import Assignment, Outcome
 
@@ -30,6 +35,7 @@ class Scope:
     log_tokens: Mapping[str, Token[Any]]
     span: Span | None = None
     context_token: Token[context.Context] | None = None
+    hooks: TaskHooks | None = None  # the signal handlers of this run, if any
 
 
 class TaskInstrument:
@@ -58,7 +64,10 @@ class TaskInstrument:
             worker_id=self.worker_id,
             trace_id=trace_id,
         )
-        return Scope(log_tokens, span, token)
+        hooks = task_hooks(assignment, self.worker_id)
+        if hooks is not None:
+            hooks.started()
+        return Scope(log_tokens, span, token, hooks)
 
     def _start(self, assignment: Assignment) -> Span:
         assert self.tracer is not None
@@ -93,8 +102,20 @@ class TaskInstrument:
             span.set_attribute("process.pid", pid)
         self.end(Scope({}, span), outcome)
 
+    async def end_async(
+        self, scope: Scope, outcome: Outcome | None, exc: BaseException | None = None
+    ) -> None:
+        """``end`` for an async task with signal handlers: awaits the async ones first."""
+        try:
+            if scope.hooks is not None:
+                await scope.hooks.finished_async(outcome, exc)
+        finally:
+            self.end(scope, outcome, exc)
+
     def end(self, scope: Scope, outcome: Outcome | None, exc: BaseException | None = None) -> None:
         """Close the scope; ``outcome`` is ``None`` when the run was cancelled."""
+        if scope.hooks is not None and not scope.hooks.done:
+            scope.hooks.finished(outcome, exc)
         if scope.span is not None:
             if exc is not None:
                 scope.span.record_exception(exc)

@@ -71,7 +71,10 @@ def task_refs(registry: TaskRegistry) -> list[wire.TaskRef]:
                 "a child process can only import tasks defined at a module's top level"
             )
         main_path = None
-        if module == "__main__":
+        main_spec = getattr(sys.modules["__main__"], "__spec__", None)
+        if module == "__main__" and main_spec is not None and main_spec.name != "__main__":
+            module = main_spec.name  # ``python -m app.jobs``: imported as what it is named by
+        elif module == "__main__":
             main_path = getattr(sys.modules["__main__"], "__file__", None)
             if main_path is None:
                 raise ValueError(

@@ -33,8 +33,10 @@ from fastworker import (
     TaskRegistry,
     Timeout,
     Unauthorized,
+    signals,
 )
 from fastworker import default_registry as _default_registry
+from fastworker.signal_hooks import worker_event, worker_signal
 from fastworker.tracing import active_tracer
 from fastworker_common.discovery import DiscoveryPeer
 from fastworker_common.supervision import Fault, Policy, Supervisor
@@ -112,6 +114,7 @@ class Subworker:
             worker_id=self.worker_id,
             log_level=level,
             log_json=as_json,
+            hook_modules=signals.handler_modules(),
         )
         return ProcessPool(spec, self.config.pool_options())
 
@@ -192,6 +195,8 @@ class Subworker:
         self._exchange = exchange
         watching: asyncio.Task[None] | None = None
         web = self._web_server()
+        this_process = worker_event(self.worker_id, child=False)
+        await worker_signal(signals.worker_process_init, this_process)
         try:
             await runner.start()
             if web is not None:
@@ -219,6 +224,7 @@ class Subworker:
                 self._advance(WorkerEvent.STOP)
             if self.state == WorkerState.STOPPING:
                 self._advance(WorkerEvent.STOPPED)
+            await worker_signal(signals.worker_shutdown, this_process)
 
     def _new_link(self, address: str) -> ControlPlaneLink:
         cfg = self.config

@@ -21,6 +21,7 @@ from typing import Annotated, Any, TextIO, TypeVar
 
 import msgspec
 
+from fastworker.cli.client_commands import shown_in_json
 from fastworker.cli.common import EXIT_OK, EXIT_TASK_FAILED, CommandError
 from fastworker.client import BatchItem, Client
 from fastworker.errors import RequestRejected
@@ -122,7 +123,8 @@ async def _wait_all(client: Client, ids: list[str], timeout: float, as_json: boo
             results = await client.wait_results(chunk, timeout)
             statuses.update(r.status for r in results)
             for result in results:
-                print(msgspec.json.encode(result if as_json else result.result).decode())
+                shown = result if as_json else result.result
+                print(msgspec.json.encode(shown, enc_hook=shown_in_json).decode())
             progress.advance(len(chunk))
     finally:
         progress.close()

@@ -27,7 +27,7 @@ from fastworker.errors import (
 )
 from fastworker.options import queue_name
 from fastworker_common.settings import add_option
-from fastworker_protocol import Priority, TaskResult, TaskState
+from fastworker_protocol import Priority, TaskResult, TaskState, describe_ext
 
 if TYPE_CHECKING:
     from fastworker.client import Client
@@ -280,7 +280,7 @@ def _print_result(result: TaskResult, as_json: bool) -> int:
     if as_json:
         print_json(result)
     elif result.status == TaskState.SUCCESS:
-        print(json.dumps(result.result))
+        print(json.dumps(result.result, default=shown_in_json))
     if result.status == TaskState.SUCCESS:
         return EXIT_OK
     if result.error is not None:
@@ -294,7 +294,16 @@ def _print_result(result: TaskResult, as_json: bool) -> int:
 
 
 def print_json(value: Any) -> None:
-    print(msgspec.json.encode(value).decode())
+    print(msgspec.json.encode(value, enc_hook=shown_in_json).decode())
+
+
+def shown_in_json(value: Any) -> str:
+    """A value JSON has no form for, as text: a UUID or a Decimal as its ``str``, an
+    extension value of a type this process has not registered as ``ext(code, N bytes)``,
+    an application's registered type as its ``str``."""
+    if isinstance(value, msgspec.msgpack.Ext):
+        return describe_ext(value)
+    return str(value)
 
 
 def print_table(header: list[str], rows: list[list[Any]]) -> None:

@@ -2,7 +2,9 @@
 plane's event stream (``GET /api/events`` on its HTTP port, see docs/http-api.md).
 
 ``--task-id`` follows one task and exits when it is final (0 if it succeeded, 1 if not);
-``--name`` keeps one task name; ``--json`` prints the events as JSON lines. Ctrl-C stops.
+``--name`` keeps one task name (a short one, ``add``, keeps every task whose full name ends
+with ``.add``, as a submission by that name would mean); ``--json`` prints the events as
+JSON lines. Ctrl-C stops.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         for event in _events(f"{base}/api/events", token):
             if args.task_id is not None and event.get("task_id") != args.task_id:
                 continue
-            if args.name is not None and event.get("name") != args.name:
+            if args.name is not None and not _named(str(event.get("name", "")), args.name):
                 continue
             _show(event, args.json)
             if args.task_id is not None and event.get("kind") in _FINAL:
@@ -57,6 +59,11 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return EXIT_OK
     raise CommandError(f"the event stream at {base} ended (the control plane stopped?)")
+
+
+def _named(name: str, wanted: str) -> bool:
+    """Whether a task named ``name`` is one ``wanted`` names: itself, or a dotted suffix."""
+    return name == wanted or name.endswith(f".{wanted}")
 
 
 def _show(event: dict[str, Any], as_json: bool) -> None:

@@ -5,10 +5,15 @@ While an :class:`Eager` is active, ``Client``, ``SyncClient``, ``FastWorker(app)
 A submission goes through what production does to it, minus the network and the clock:
 
 * the request is encoded and decoded with the protocol's codec, so arguments arrive as
-  msgpack gives them back (a tuple is a list), and a message too large is refused;
-* the task name must be registered in this process, and the arguments must fit its
+  msgpack gives them back (a tuple is a list), and a message too large is refused; a
+  value of a type that is neither portable nor registered (``fastworker.register_type``)
+  is refused at submit, and a registered one (a UUID, a Decimal) goes through its
+  extension encoding both ways, arguments and result;
+* the task name must be registered in this process (or be the dotted suffix of exactly one
+  registered name: ``add`` for ``app.tasks.add``), and the arguments must fit its
   signature (``UnknownTask`` / ``InvalidArguments``, as from a control plane);
-* it runs with ``current_task()`` set; a failure is retried up to its ``max_retries``
+* it runs with ``current_task()`` set and the handlers of ``fastworker.signals`` around each
+  attempt (``TaskFailure.will_retry`` is known here); a failure is retried up to its ``max_retries``
   (``retry_on`` honoured), with no backoff; a result that is not portable fails it; its
   states, attempts and errors follow the board's rules (``_life``);
 * an ``async def`` task with a time limit is cancelled at the limit; a plain one cannot be
@@ -35,10 +40,15 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
 
+import msgspec
+
 from fastworker._task import Task, TaskRegistry, default_registry
+from fastworker.retrying import Retry, retry_error
+from fastworker.signal_hooks import TaskHooks, task_hooks
 from fastworker_common import local
 from fastworker_common.context import enter, leave
 from fastworker_protocol import (
+    VALUE_TYPES,
     Accepted,
     Assignment,
     Cancel,
@@ -65,10 +75,12 @@ from fastworker_protocol import (
     TaskResult,
     TaskSpec,
     TaskState,
+    ValueTypeError,
     WorkerList,
-    check_portable,
+    portable_form,
 )
 from fastworker_protocol.attempts import Life
+from fastworker_protocol.task_names import AmbiguousTaskName
 from fastworker_protocol.workflows import CancelWorkflow, GetWorkflow, SubmitWorkflow
 
 WORKER_ID = "eager"
@@ -80,7 +92,9 @@ NO_WORKFLOWS = (
 
 @dataclass(frozen=True)
 class Submission:
-    """One task submitted under ``eager()``, as it arrived, and how it ended."""
+    """One task submitted under ``eager()``, as it arrived, and how it ended (its
+    arguments and result as the task and the client see them: a registered type as
+    itself, not its extension value)."""
 
     task_id: str
     name: str
@@ -123,7 +137,8 @@ class Eager:
     name: str = "eager mode (fastworker.testing.eager)"
 
     def __post_init__(self) -> None:
-        self._codec = Codec()
+        self._codec = Codec()  # as a control plane: extension values stay opaque
+        self._reader = Codec(decode_values=True)  # as a client reads a result
         self._results: dict[str, TaskResult] = {}
         self._keys: dict[tuple[str, str], str] = {}  # (name, idempotency key) -> task id
         self._lock = threading.Lock()
@@ -156,8 +171,13 @@ class Eager:
     # --- for assertions ----------------------------------------------------------------------
 
     def submitted(self, name: str | Task[..., Any]) -> list[Submission]:
-        """The submissions of one task (by name or ``@task`` object), oldest first."""
-        wanted = name if isinstance(name, str) else name.name
+        """The submissions of one task (by name or ``@task`` object), oldest first. A
+        short name stands for the full name it resolves to, as at submit."""
+        if isinstance(name, str):
+            known = self.registry.resolve(name)
+            wanted = name if known is None else known.name
+        else:
+            wanted = name.name
         return [s for s in self.submissions if s.name == wanted]
 
     def clear(self) -> None:
@@ -197,7 +217,8 @@ class Eager:
         rejections: list[Rejection] = []
         for index, spec in enumerate(message.tasks):
             try:
-                checked.append((index, spec, self._check(spec)))
+                task = self._check(spec)  # under its full name, as a control plane takes it
+                checked.append((index, msgspec.structs.replace(spec, name=task.name), task))
             except _Refused as refused:
                 if message.atomic:
                     return self._encode(Error(code=refused.code, message=str(refused)))
@@ -222,7 +243,12 @@ class Eager:
         return self._encode(Accepted(task_ids=ids, rejected=rejections))
 
     def _check(self, spec: TaskSpec) -> Task[..., Any]:
-        task = self.registry.get(spec.name)
+        """The task ``spec`` names (a short name resolved as a control plane resolves
+        it), its arguments checked."""
+        try:
+            task = self.registry.resolve(spec.name)
+        except AmbiguousTaskName as exc:
+            raise _Refused(ErrorCode.UNKNOWN_TASK, str(exc)) from None
         if task is None:
             raise _Refused(
                 ErrorCode.UNKNOWN_TASK,
@@ -263,11 +289,16 @@ class Eager:
                 eta=spec.eta,
             )
             started = time.time()
+            hooks = task_hooks(assignment, WORKER_ID)
+            if hooks is not None:
+                await _prerun(hooks, task, run_async)
             attempt = await self._attempt(task, assignment, run_async)
+            retrying = attempt.error is not None and life.failed(attempt.error, attempt.retryable)
             if attempt.error is None:
                 life.succeeded()
-                break
-            if not life.failed(attempt.error, attempt.retryable):
+            if hooks is not None:
+                await _postrun(hooks, task, attempt, retrying, run_async)
+            if not retrying:
                 break
         error, attempt_errors = life.errors(attempt.error)
         result = TaskResult(
@@ -286,18 +317,22 @@ class Eager:
             attempt_errors=attempt_errors,
             queue=queue,
         )
-        # The result as a client reads it: through msgpack.
-        read = self._codec.decode_as(self._codec.encode(Results(results=[result])), Results)
-        final = read.results[0]
+        # The result as a client reads it: through msgpack (kept as a control plane keeps
+        # it, the registered types' extension values opaque, for the replies).
+        sent = self._codec.encode(Results(results=[result]))
+        kept = self._codec.decode_as(sent, Results).results[0]
+        final = self._reader.decode_as(sent, Results).results[0]
+        assert kept is not None
         assert final is not None
+        args, kwargs = _as_given(spec.args), _as_given(spec.kwargs)
         with self._lock:
-            self._results[task_id] = final
+            self._results[task_id] = kept
             self.submissions.append(
                 Submission(
                     task_id=task_id,
                     name=spec.name,
-                    args=spec.args,
-                    kwargs=spec.kwargs,
+                    args=args,
+                    kwargs=kwargs,
                     priority=priority,
                     queue=spec.queue,
                     eta=spec.eta,
@@ -313,15 +348,18 @@ class Eager:
         token = enter(assignment)
         began = time.monotonic()
         try:
+            # As a subworker: registered types made back from their extension values.
+            args = VALUE_TYPES.from_wire(assignment.args)
+            kwargs = VALUE_TYPES.from_wire(assignment.kwargs)
             if task.is_async:
 
                 async def call() -> Any:
-                    running = task.fn(*assignment.args, **assignment.kwargs)
+                    running = task.fn(*args, **kwargs)
                     return await asyncio.wait_for(running, limit)
 
                 value = await run_async(call)
             else:
-                value = task.fn(*assignment.args, **assignment.kwargs)
+                value = task.fn(*args, **kwargs)
         except TimeoutError as exc:
             if task.is_async and limit is not None and time.monotonic() - began >= limit:
                 return _timed_out(limit, exc)
@@ -332,7 +370,7 @@ class Eager:
             leave(token)
         if limit is not None and time.monotonic() - began > limit:
             return _timed_out(limit, None)
-        problem = check_portable(value, "result")
+        value, problem = portable_form(value, "result")
         if problem is not None:
             unportable = TypeError(
                 f"result of type {type(value).__name__} cannot be sent: {problem}"
@@ -369,6 +407,15 @@ class Eager:
             code=ErrorCode.INVALID_MESSAGE,
             message=f"{type(message).__name__} is not available in {self.name}",
         )
+
+
+def _as_given(value: Any) -> Any:
+    """Arguments as the task got them (for ``submissions``), or as they came if they do not
+    decode (the attempt failed for it already)."""
+    try:
+        return VALUE_TYPES.from_wire(value)
+    except ValueTypeError:
+        return value
 
 
 def eager(registry: TaskRegistry | None = None, *, propagate: bool = True) -> Eager:
@@ -416,6 +463,45 @@ async def _call(call: Callable[[], Awaitable[Any]]) -> Any:
     return await call()
 
 
+# --- signals (``fastworker.signals``) ----------------------------------------------------
+
+
+async def _prerun(hooks: TaskHooks, task: Task[..., Any], run_async: _AsyncRunner) -> None:
+    """An async task's handlers run where its coroutine does (``run_async``)."""
+    if not task.is_async:
+        hooks.started()
+        return
+
+    async def started() -> None:
+        hooks.started()
+        await hooks.started_async()
+
+    await run_async(started)
+
+
+async def _postrun(
+    hooks: TaskHooks,
+    task: Task[..., Any],
+    attempt: _Attempt,
+    retrying: bool,
+    run_async: _AsyncRunner,
+) -> None:
+    raised = attempt.exc  # as on a subworker: no exception for a result it cannot send
+    if attempt.error is not None and attempt.error.reason == FailureReason.UNSERIALIZABLE_RESULT:
+        raised = None
+    failure, end = hooks.events(
+        attempt.value, attempt.error, raised, attempt.retryable, will_retry=retrying
+    )
+    if not task.is_async:
+        hooks.ended(failure, end)
+        return
+
+    async def ended() -> None:
+        await hooks.ended_async(failure, end)
+
+    await run_async(ended)
+
+
 def _finish(coroutine: Awaitable[bytes]) -> bytes:
     """Run ``_submitted`` on the blocking path: it never suspends there (``_run_to_end``
     completes without awaiting anything pending), so one step finishes it."""
@@ -441,6 +527,8 @@ def _error(exc: BaseException, reason: FailureReason = FailureReason.EXCEPTION) 
 
 
 def _failed(task: Task[..., Any], exc: BaseException, assignment: Assignment) -> _Attempt:
+    if isinstance(exc, Retry):  # retried at once: eager mode keeps no clock
+        return _Attempt(error=retry_error(exc), exc=exc.exc or exc, retryable=True)
     retryable = not task.retry_on or isinstance(exc, task.retry_on)
     return _Attempt(error=_error(exc), exc=exc, retryable=retryable)
 

@@ -43,6 +43,7 @@ NO_SELECTION = (
 
 def listing(board: TaskBoard, selection: FailedFilter, limit: int, now: float) -> FailedList:
     """The newest ``limit`` matching letters, cut to fit one reply (``core/listing``)."""
+    selection = _named(board, selection)
     matching = list(board.dead_letters.newest_first(selection, now))
     budget = board.config.max_message_size - MESSAGE_OVERHEAD
     tasks: list[DeadLetter] = []
@@ -88,8 +89,11 @@ def retry(
 ) -> tuple[FailedRetried, Effects]:
     """Queue the selected letters again as new tasks (oldest first, at most
     ``MAX_FAILED_ACTED``), each linked to its letter by ``retry_of``, and drop them."""
+    selection = _named(board, selection)
     chosen, missing, more = _select(board, selection, all_matching, now)
-    specs = [_spec(kept, board.entropy.new_id()) for kept in chosen]
+    # A letter kept under a short name (before names were module-qualified) runs under
+    # the full name it stands for now.
+    specs = [board.catalog.named(_spec(kept, board.entropy.new_id())) for kept in chosen]
     _admit(board, chosen, specs)
     retried = []
     fx = Effects(record)
@@ -107,10 +111,20 @@ def purge(
     board: TaskBoard, selection: FailedFilter, all_matching: bool, now: float
 ) -> tuple[FailedPurged, Effects]:
     """Drop the selected letters (every one that matches, with ``all_matching``)."""
+    selection = _named(board, selection)
     missing = _check(board, selection, all_matching, now)
     chosen = [k.task_id for k in board.dead_letters.newest_first(selection, now)]
     fx = Effects(dead_gone=board.dead_letters.remove(chosen))
     return FailedPurged(purged=len(chosen), missing=missing), fx
+
+
+def _named(board: TaskBoard, selection: FailedFilter) -> FailedFilter:
+    """``selection`` with its task name as the full name a short one stands for
+    (``Catalog.resolve``), as a submission's is."""
+    if selection.task_name is None:
+        return selection
+    name = board.catalog.resolve(selection.task_name)
+    return msgspec.structs.replace(selection, task_name=name)
 
 
 def _check(board: TaskBoard, selection: FailedFilter, all_matching: bool, now: float) -> list[str]:

@@ -2,7 +2,9 @@
 batch is taken, all of it or none (``submit``), or each spec on its own
 (``submit_each``). A spec that stands for a task the board knows (by id, or by
 idempotency key) is not queued again: its id is returned as if accepted, which is what
-makes client retries safe.
+makes client retries safe. A spec is taken under the registered name it stands for
+(``Catalog.resolve``: ``add`` for ``app.tasks.add``), so its record, result, metrics and
+limits all carry the full name.
 """
 
 from __future__ import annotations
@@ -28,22 +30,32 @@ class Intake:
         self, specs: Sequence[TaskSpec], priority: Priority, now: float, fx: Effects
     ) -> list[str]:
         """Accept all of ``specs`` or none (raises ``Rejected`` naming the first bad one)."""
-        sizes = [task_size(spec) for spec in specs]
-        for index, (spec, size) in enumerate(zip(specs, sizes, strict=True)):
+        named, sizes = [], []
+        for index, submitted in enumerate(specs):
+            spec = self._catalog.named(submitted, index=index)
+            size = task_size(spec)
             if (rejected := self.refusal(index, spec, size)) is not None:
                 raise rejected
-        new = sum(1 for spec in specs if self._store.existing(spec, now) is None)
+            named.append(spec)
+            sizes.append(size)
+        new = sum(1 for spec in named if self._store.existing(spec, now) is None)
         if (full := self.full(priority, new)) is not None:
             raise full
         accept = self._life.accept
-        return [accept(s, size, priority, now, fx) for s, size in zip(specs, sizes, strict=True)]
+        return [accept(s, size, priority, now, fx) for s, size in zip(named, sizes, strict=True)]
 
     def submit_each(
         self, specs: Sequence[TaskSpec], priority: Priority, now: float, fx: Effects
     ) -> tuple[list[str], list[Rejected]]:
         """Accept every valid spec on its own; the id of a rejected one is ``""``."""
         ids, rejections = [], []
-        for index, spec in enumerate(specs):
+        for index, submitted in enumerate(specs):
+            try:
+                spec = self._catalog.named(submitted, index=index)
+            except Rejected as ambiguous:
+                ids.append("")
+                rejections.append(ambiguous)
+                continue
             size = task_size(spec)
             rejected = self.refusal(index, spec, size)
             if rejected is None and self._store.existing(spec, now) is None:

@@ -144,9 +144,16 @@ class Lifecycle:
         self.stats.started(line(record), at - record.queued_at)
 
     def retry(
-        self, record: TaskRecord, error: TaskError, policy: RetryPolicy, now: float, fx: Effects
+        self,
+        record: TaskRecord,
+        error: TaskError,
+        policy: RetryPolicy,
+        now: float,
+        fx: Effects,
+        asked: float | None = None,
     ) -> None:
-        """FAILURE -> RETRYING in one step; queued again when the backoff is over."""
+        """FAILURE -> RETRYING in one step; queued again when the backoff (or the delay
+        the task ``asked`` for) is over."""
         line(record).retried += 1
         record.attempt_errors.append(error)
         self.apply(record, TaskEvent.FAIL, fx)
@@ -154,8 +161,8 @@ class Lifecycle:
         record.retries += 1
         record.worker_id = None
         record.started_at = None
-        delay = policy.delay(record.retries, self.entropy.uniform)
-        self.schedule.push(now + delay, record.id)
+        record.eta = now + policy.delay(record.retries, self.entropy.uniform, asked)
+        self.schedule.push(record.eta, record.id)  # its eta: when the retry is due
 
     def redeliver(
         self, record: TaskRecord, now: float, reason: str, fx: Effects, *, in_place: bool = False

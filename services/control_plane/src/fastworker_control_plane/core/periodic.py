@@ -106,7 +106,7 @@ class Periodic:
             _check_fields(name, cron)
         try:
             tz = ZoneInfo(tz_name)
-        except (ZoneInfoNotFoundError, ValueError) as exc:
+        except (ZoneInfoNotFoundError, ValueError, OSError) as exc:  # OSError: a name too long
             raise BadSchedule(f"{name}: unknown time zone {tz_name!r}") from exc
         periodic = cls(name, interval, cron, tz, now)
         periodic.next_run = periodic._after(now) if cron is not None else now + periodic._step()

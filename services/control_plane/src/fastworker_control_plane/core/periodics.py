@@ -63,26 +63,31 @@ class Periodics:
         checkers: Mapping[str, ArgumentChecker],
         now: float,
     ) -> None:
-        """Start the periodic tasks these registrations declare (once per name)."""
+        """Start the periodic tasks these registrations declare (once per name). Raises
+        ``Rejected`` naming every unusable schedule among them, one per line, and then
+        starts none of them."""
+        new: list[Periodic] = []
+        problems: list[str] = []
         for signature in signatures:
             existing = self.active.get(signature.name)
             if existing is not None and existing.source == DECLARED:
                 continue
             try:
-                periodic = Periodic.of(signature, now)
+                periodic = _declared(signature, checkers, now)
             except BadSchedule as exc:
-                raise Rejected(ErrorCode.INVALID_MESSAGE, str(exc)) from None
-            if periodic is None:
+                problems.append(str(exc))
                 continue
-            checker = checkers.get(signature.name)
-            if checker is not None and (problem := checker.problem([], {})) is not None:
-                raise Rejected(
-                    ErrorCode.INVALID_MESSAGE,
-                    f"a periodic task is called without arguments: {problem}",
-                )
+            if periodic is not None:
+                new.append(periodic)
+        if problems:
+            raise Rejected(ErrorCode.INVALID_MESSAGE, "\n".join(problems))
+        for periodic in new:
+            existing = self.active.get(periodic.name)
+            if existing is not None and existing.source == DECLARED:
+                continue  # named twice in these registrations
             if existing is not None:  # a declaration takes its name from a run-time one
-                self.undefine(signature.name)
-            saved = self.saved.pop(signature.name, None)
+                self.undefine(periodic.name)
+            saved = self.saved.pop(periodic.name, None)
             if saved is not None:
                 periodic.resume(saved)
             self.start(periodic)
@@ -144,3 +149,19 @@ class Periodics:
     def info(self, periodic: Periodic) -> ScheduleInfo:
         current = periodic.current
         return periodic.info(running=current is not None and self._is_live(current))
+
+
+def _declared(
+    signature: TaskSignature, checkers: Mapping[str, ArgumentChecker], now: float
+) -> Periodic | None:
+    """The schedule a registration declares (``None``: it declares none); raises
+    ``BadSchedule`` for one that cannot run, its arguments included (none are given)."""
+    periodic = Periodic.of(signature, now)
+    checker = checkers.get(signature.name)
+    if periodic is not None and checker is not None:
+        problem = checker.problem([], {})
+        if problem is not None:
+            raise BadSchedule(
+                f"{signature.name}: a periodic task is called without arguments: {problem}"
+            )
+    return periodic

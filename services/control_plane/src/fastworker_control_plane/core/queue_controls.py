@@ -55,8 +55,12 @@ def set_limit(
     concurrency: int | None,
     *,
     reset: bool = False,
-) -> None:
-    """Change a queue's or a task name's limits at run time (``Limits.change``)."""
+) -> str:
+    """Change a queue's or a task name's limits at run time (``Limits.change``); returns
+    the name changed: a task's full name when a short one stands for it
+    (``Catalog.resolve``; a name no subworker registered yet is kept as given)."""
+    if scope == Scope.TASK:
+        name = board.catalog.resolve(name)
     try:
         if scope == Scope.QUEUE:
             check_queue(name)
@@ -66,6 +70,7 @@ def set_limit(
     board.controls_version += 1
     if scope == Scope.TASK:  # a raised limit may let parked tasks go
         board.queues.unpark(name, None, board.is_queued)
+    return name
 
 
 def next_limit_due(board: TaskBoard, now: float) -> float | None:

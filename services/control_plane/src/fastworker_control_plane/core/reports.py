@@ -79,7 +79,7 @@ class Reports:
         error = outcome.error or TaskError(type="Error", message="unknown failure")
         policy = life.catalog.policy(record.name)
         if policy.retries(error, record.retries, record.max_retries, outcome.retryable):
-            life.retry(record, error, policy, now, fx)
+            life.retry(record, error, policy, now, fx, outcome.retry_in)
             return
         if record.attempt_errors:
             record.attempt_errors.append(error)

@@ -6,7 +6,8 @@ registered task with arguments, every ``interval`` seconds or on a five-field ``
 expression in ``tz``, at a priority, in a queue. The rules:
 
 - Its task must be registered, and its arguments must bind to the task's signature: a
-  schedule that could only fail is refused when it is made, not at every tick.
+  schedule that could only fail is refused when it is made, not at every tick. A short
+  task name (``add`` for ``app.tasks.add``) is kept as the full name it stands for.
 - A declared schedule's name (its task's name) is not for taking, nor for removing: the
   ``@task`` declaration owns it. A declaration that arrives later (a new subworker
   version) takes its name back: the run-time schedule of that name is dropped.
@@ -54,6 +55,8 @@ def add(board: TaskBoard, spec: ScheduleSpec, now: float) -> tuple[ScheduleInfo,
     stands, and whether it is new. Raises ``Rejected`` for a schedule that cannot be."""
     periodics = board.schedules
     _check_name(board, spec.name)
+    task = board.catalog.resolve(spec.task)  # kept under the full name it stands for
+    spec = spec if task == spec.task else msgspec.structs.replace(spec, task=task)
     _check_run(board, spec)
     try:
         periodic = periodic_of(spec, now)

@@ -1,7 +1,8 @@
 """Whether a submitted workflow can be accepted, decided before any of it is: its shape
 (steps, parents, feeds, an acyclic graph, the limits) and every task it names (registered,
 arguments fitting the signature once the fed argument is counted). Pure; raises
-``Rejected`` naming the step (``index``) or link it is about.
+``Rejected`` naming the step (``index``) or link it is about. ``named`` first puts each
+task under the registered name it stands for (``add`` for ``app.tasks.add``).
 
 Codes: ``invalid_message`` for the shape, ``unknown_task`` for a name no subworker
 registered, ``invalid_arguments`` (or ``oversize``) for a task's arguments, as for a task
@@ -48,6 +49,30 @@ def check(submit: SubmitWorkflow, catalog: Catalog, config: BoardConfig | None =
     ):
         for index, spec in enumerate(specs):
             _check_task(spec, catalog, config, fed, f"{kind} {index}", **{kind: index})
+
+
+def named(submit: SubmitWorkflow, catalog: Catalog) -> SubmitWorkflow:
+    """``submit`` with each task under the registered name it stands for
+    (``Catalog.resolve``), so its steps run, and are reported, under their full names;
+    raises ``Rejected`` (``unknown_task``) naming the first step or link whose name is
+    ambiguous. A name that stands for none is left for ``check`` to refuse."""
+
+    def spec_named(spec: TaskSpec, where: str, index: int | None = None, **at: int) -> TaskSpec:
+        try:
+            return catalog.named(spec)
+        except Rejected as ambiguous:
+            message = f"{where}: {ambiguous.message}"
+            raise Rejected(ambiguous.code, message, index=index, **ambiguous.detail, **at) from None
+
+    steps = [
+        msgspec.structs.replace(step, task=spec_named(step.task, f"step {i}", index=i))
+        for i, step in enumerate(submit.steps)
+    ]
+    link = [spec_named(s, f"link {i}", link=i) for i, s in enumerate(submit.link)]
+    errors = [
+        spec_named(s, f"link_error {i}", link_error=i) for i, s in enumerate(submit.link_error)
+    ]
+    return msgspec.structs.replace(submit, steps=steps, link=link, link_error=errors)
 
 
 def check_shape(submit: SubmitWorkflow) -> None:

@@ -14,7 +14,14 @@ from fastworker_control_plane.action_log import Action
 from fastworker_control_plane.core.records import TaskRecord
 from fastworker_control_plane.engine import Engine
 from fastworker_control_plane.events import Event
-from fastworker_protocol import MAX_NESTING, Priority, TaskError, TaskResult, TaskSignature
+from fastworker_protocol import (
+    MAX_NESTING,
+    Priority,
+    TaskError,
+    TaskResult,
+    TaskSignature,
+    describe_ext,
+)
 from fastworker_protocol.operations import DeadLetter, FailedList, FailedPurged, FailedRetried
 from fastworker_protocol.workflows import WorkflowInfo
 
@@ -134,7 +141,14 @@ def _by_wire_name(struct: msgspec.Struct) -> dict[str, Any]:
 
 
 def schedules(engine: Engine, now: float) -> list[Any]:
-    return [msgspec.to_builtins(s) for s in engine.view.schedule_infos()]
+    return [msgspec.to_builtins(s, enc_hook=_ext_text) for s in engine.view.schedule_infos()]
+
+
+def _ext_text(value: Any) -> str:
+    """A schedule's argument of a registered type (sent as an extension value), shown."""
+    if isinstance(value, msgspec.msgpack.Ext):
+        return describe_ext(value)
+    raise TypeError(f"cannot show a {type(value).__name__}")
 
 
 def throughput(engine: Engine, now: float, window: int) -> dict[str, Any]:
@@ -247,7 +261,8 @@ def snapshot(engine: Engine, me: Identity, now: float) -> dict[str, Any]:
 def json_safe(value: Any, depth: int = MAX_NESTING) -> Any:
     """``value`` as JSON can carry it, so that no task makes its page fail: msgpack carries
     map keys such as ``None``, ``True`` or tuples that JSON cannot (they become their
-    ``repr``) and extension values (they become ``"ext(code, N bytes)"``); containers
+    ``repr``) and extension values (a UUID or a Decimal becomes its ``str``, any other
+    ``"ext(code, N bytes)"``: the control plane knows no application's types); containers
     nested past ``depth`` become ``"..."`` (only a result can nest that deep: arguments
     deeper than ``MAX_NESTING`` are refused, and encoders recurse)."""
     if isinstance(value, dict | list | tuple) and depth <= 0:
@@ -259,7 +274,7 @@ def json_safe(value: Any, depth: int = MAX_NESTING) -> Any:
     if isinstance(value, list | tuple):
         return [json_safe(v, depth - 1) for v in value]
     if isinstance(value, msgspec.msgpack.Ext):
-        return f"ext({value.code}, {memoryview(value.data).nbytes} bytes)"
+        return describe_ext(value)
     return value
 
 

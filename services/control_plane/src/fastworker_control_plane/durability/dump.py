@@ -13,6 +13,7 @@ import msgspec
 from fastworker_control_plane.durability import frames
 from fastworker_control_plane.durability.replay import SALVAGE_FLAG
 from fastworker_control_plane.durability.schema import Entry
+from fastworker_protocol import describe_ext
 
 Line = dict[str, Any]
 
@@ -31,9 +32,18 @@ def lines(reading: frames.Reading) -> Iterator[Line]:
             yield {"frame": index, "offset": found.offset, "error": f"cannot decode: {exc}"}
             continue
         for entry in entries:
-            yield {"frame": index, "offset": found.offset, **msgspec.to_builtins(entry)}
+            shown = msgspec.to_builtins(entry, enc_hook=_shown)
+            yield {"frame": index, "offset": found.offset, **shown}
     if reading.torn:
         yield {"damage": "torn", "offset": reading.good, "bytes": reading.torn}
+
+
+def _shown(value: Any) -> str:
+    """An argument or result JSON has no form for: an extension value (a UUID, a Decimal,
+    an application's type) as ``describe_ext`` says it, anything else as its ``repr``."""
+    if isinstance(value, msgspec.msgpack.Ext):
+        return describe_ext(value)
+    return repr(value)
 
 
 def _gap(gap: frames.Gap, reading: frames.Reading) -> Line:

@@ -7,7 +7,9 @@ itself, ``dev``'s children, a restarted one) sets Django up before them. The env
 carries ``DJANGO_SETTINGS_MODULE`` and the project's directory on ``PYTHONPATH`` for the
 processes ``dev`` starts, and the ``FASTWORKER`` settings a worker shares with the
 project's clients (discovery address, auth token, TLS, message size) as the
-``FASTWORKER_*`` variables the commands read, so a flag on the line still wins.
+``FASTWORKER_*`` variables the commands read, so a flag on the line still wins. A control
+plane (or ``dev``) listens where the clients' discovery address points: its port, and the
+submission ports after it as 5555 follows 5550.
 
 Pure: names and strings in, argv and variables out.
 """
@@ -21,13 +23,25 @@ from pathlib import Path
 
 from fastworker.integration.django.conf import FastWorkerSettings
 from fastworker.tls import TLS
+from fastworker_protocol import DEFAULT_BASE_PORT, DEFAULT_DISCOVERY_PORT, PortMap
 
-__all__ = ["BOOTSTRAP", "SERVICES", "WorkerUsageError", "project_root", "worker_argv", "worker_env"]
+__all__ = [
+    "BOOTSTRAP",
+    "SERVICES",
+    "WorkerUsageError",
+    "listening_ports",
+    "project_root",
+    "worker_argv",
+    "worker_env",
+]
 
 SERVICES = ("subworker", "control-plane", "dev")
 BOOTSTRAP = "fastworker.integration.django.bootstrap"
 # Django's own options, applied by manage.py whatever their place on the line.
 _DJANGO_OPTIONS = ("--settings", "--pythonpath")
+# The submission ports follow the discovery port as in the default layout (5550, then
+# 5555..5560), so one setting moves a project's whole cluster off another's ports.
+_BASE_AFTER_DISCOVERY = DEFAULT_BASE_PORT - DEFAULT_DISCOVERY_PORT
 
 
 class WorkerUsageError(ValueError):
@@ -79,7 +93,11 @@ def worker_env(
     if "max_message_size" in client:
         env["FASTWORKER_MAX_MESSAGE_SIZE"] = str(client["max_message_size"])
     if service != "subworker":
-        return env  # a control plane's TLS is its own certificate, not a client's
+        # A control plane's TLS is its own certificate, not a client's; but it must listen
+        # where the project's clients look for it.
+        if "discovery_address" in client:
+            env.update(listening_ports(str(client["discovery_address"]), environ))
+        return env
     if "discovery_address" in client:
         env["FASTWORKER_DISCOVERY_ADDRESS"] = str(client["discovery_address"])
     tls = client.get("tls")
@@ -92,6 +110,34 @@ def worker_env(
         ):
             if value is not None:
                 env[f"FASTWORKER_TLS_{name}"] = value
+    return env
+
+
+def listening_ports(address: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """The port variables that make a control plane (or ``dev``) answer at ``address``,
+    the discovery address the project's clients dial: its discovery port, and the base
+    port 5 above it (``FASTWORKER_BASE_PORT`` in ``environ`` keeps its own). A list of
+    replicas' addresses sets none: which one is this process is not known here."""
+    if "," in address:
+        return {}
+    scheme, sep, rest = address.strip().partition("://")
+    port = rest.rpartition(":")[2]
+    if scheme not in {"tcp", "tls+tcp"} or not sep or not port.isdigit() or int(port) == 0:
+        raise WorkerUsageError(
+            f"FASTWORKER['DISCOVERY_ADDRESS'] is {address!r}: a control plane listens on "
+            "tcp://host:port (or tls+tcp://host:port)"
+        )
+    env = {"FASTWORKER_DISCOVERY_PORT": port}
+    if "FASTWORKER_BASE_PORT" not in environ:
+        base = int(port) + _BASE_AFTER_DISCOVERY
+        try:
+            PortMap(base)
+        except ValueError as exc:
+            raise WorkerUsageError(
+                f"FASTWORKER['DISCOVERY_ADDRESS'] is {address!r}: the submission ports after "
+                f"it do not fit ({exc}); set FASTWORKER_BASE_PORT or pass --base-port"
+            ) from None
+        env["FASTWORKER_BASE_PORT"] = str(base)
     return env
 
 

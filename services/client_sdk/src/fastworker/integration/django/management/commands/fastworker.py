@@ -48,21 +48,19 @@ class Command(BaseCommand):  # type: ignore[misc]  # Django ships no type hints
 
     def handle(self, *args: str, **options: Any) -> None:
         service: str = options["service"]
+        settings_module = os.environ.get("DJANGO_SETTINGS_MODULE", "")
+        if not settings_module:
+            raise CommandError("DJANGO_SETTINGS_MODULE is not set (manage.py sets it)")
         try:
             refuse_eager()
             settings = project_settings()
             task_modules = apps.get_app_config("fastworker").task_modules
             argv = worker_argv(service, task_modules, args)
+            root = project_root(settings_module)
+            env = worker_env(service, settings, settings_module, os.environ, root)
         except (ImproperlyConfigured, WorkerUsageError) as exc:
             raise CommandError(str(exc)) from exc
-        settings_module = os.environ.get("DJANGO_SETTINGS_MODULE", "")
-        if not settings_module:
-            raise CommandError("DJANGO_SETTINGS_MODULE is not set (manage.py sets it)")
-        os.environ.update(
-            worker_env(
-                service, settings, settings_module, os.environ, project_root(settings_module)
-            )
-        )
+        os.environ.update(env)
         become_worker()
         from fastworker.cli import main  # the commands, and their plugins, only now
 
