@@ -268,7 +268,9 @@ async def test_compose_runs_the_control_plane_with_subworkers_of_the_custom_imag
 
             async def two_shop_subworkers() -> bool:
                 remote = [w for w in await client.list_workers() if not w.local]
-                return len(remote) == 2 and all("describe_upload" in w.tasks for w in remote)
+                return len(remote) == 2 and all(
+                    any(name.endswith(".describe_upload") for name in w.tasks) for w in remote
+                )
 
             await wait_until(two_shop_subworkers, 30, "the 2 shop subworkers to register")
             # Then the custom image's task runs, with the package the image installed

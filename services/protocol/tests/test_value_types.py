@@ -56,11 +56,14 @@ def _decode_point(data: bytes) -> Point:
     return Point(x, y)
 
 
+POINT_CODE = 97  # one no test module registers (a session imports it_values: 40)
+
+
 @pytest.fixture
 def point() -> Iterator[int]:
-    """``Point`` registered under code 40 for one test."""
-    register_type(Point, code=40, encode=_encode_point, decode=_decode_point)
-    yield 40
+    """``Point`` registered under ``POINT_CODE`` for one test."""
+    register_type(Point, code=POINT_CODE, encode=_encode_point, decode=_decode_point)
+    yield POINT_CODE
     VALUE_TYPES.unregister(Point)
 
 
@@ -217,9 +220,9 @@ def test_a_code_outside_the_application_s_range_is_refused(code: Any) -> None:
 
 
 def test_a_code_or_a_type_registered_already_is_refused(point: int) -> None:
-    with pytest.raises(ValueError, match=r"ext code 40 is already registered, for .*Point"):
+    with pytest.raises(ValueError, match=rf"ext code {point} is already registered, for .*Point"):
         register_type(Point3, code=point, encode=_encode_point, decode=_decode_point)
-    with pytest.raises(ValueError, match=r"Point is already registered, as ext code 40"):
+    with pytest.raises(ValueError, match=rf"Point is already registered, as ext code {point}"):
         register_type(Point, code=42, encode=_encode_point, decode=_decode_point)
     with pytest.raises(ValueError, match=r"uuid.UUID is already registered, as ext code 1"):
         register_type(UUID, code=43, encode=bytes, decode=_decode_point)
