@@ -17,7 +17,7 @@ from typing import NoReturn
 from fastworker_protocol import FailureReason, TaskError
 
 
-class Retry(Exception):  # noqa: N818: named for what it asks, as Celery's
+class Retry(Exception):
     """Raised inside a task to have it tried again: after ``countdown`` seconds (or the
     task's backoff when ``None``), as a retry of ``exc`` when given (the error the task
     fails with once no retry is left), for ``reason`` (shown on the attempt's error)."""
