@@ -206,6 +206,7 @@ def test_a_retry_into_a_full_queue_is_refused_and_the_letters_stay() -> None:
         dead_letter_ops.retry(board, FailedFilter(), True, NOW)
 
     assert refused.value.code == ErrorCode.QUEUE_FULL
+    assert refused.value.detail == {"priority": "high", "live": 1, "bound": 2}
     assert len(board.dead_letters) == 3
     assert len(board) == 1
 

@@ -153,7 +153,18 @@ def _explain(op: Any, version: Any, exc: msgspec.ValidationError) -> DecodeError
         return InvalidMessage("message has no 'op' field")
     if not isinstance(op, str) or op not in OPS:
         return UnknownOp(f"unknown op {op!r}")
-    return InvalidMessage(f"invalid {op!r} message: {exc}")
+    problem = str(exc)
+    if problem.startswith(_MSGSPEC_TIMESTAMP):  # say the range, not just that there is one
+        where = problem.removeprefix(_MSGSPEC_TIMESTAMP).strip()  # "- at `$...`"
+        problem = f"{_TIMESTAMP_RANGE} {where}".rstrip()
+    return InvalidMessage(f"invalid {op!r} message: {problem}")
+
+
+_MSGSPEC_TIMESTAMP = "Timestamp is out of range"
+_TIMESTAMP_RANGE = (
+    "a msgpack timestamp must be from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z "
+    "(it is read as a Python datetime, to the microsecond)"
+)
 
 
 def _value(raw: msgspec.Raw) -> Any:

@@ -29,6 +29,7 @@ from enum import StrEnum
 
 import msgspec
 
+from fastworker_protocol.limits import Seconds
 from fastworker_protocol.messages import Message, Record, TaskSpec
 from fastworker_protocol.priority import Priority
 
@@ -102,10 +103,11 @@ class WorkflowAccepted(Message, tag="workflow_accepted"):
 
 
 class GetWorkflow(Message, tag="get_workflow"):
-    """A workflow's state; with ``wait``, held until it is final or ``wait`` seconds."""
+    """A workflow's state; with ``wait``, held until it is final or ``wait`` seconds (in
+    the range of every ``wait``, as ``Get``'s: PROTOCOL.md §3, "Ranges")."""
 
     workflow_id: str
-    wait: float | None = None
+    wait: Seconds | None = None
 
 
 class StepInfo(Record):

@@ -178,5 +178,8 @@ def _admit(board: TaskBoard, chosen: list[Kept], specs: list[TaskSpec]) -> None:
         full = queue_full(priority, board.live_count(priority), new, config.max_queued)
         if full is not None:
             raise Rejected(
-                full.code, f"{full.message} (nothing was retried; the dead letters stay)"
+                full.code,
+                f"{full.message} (nothing was retried; the dead letters stay)",
+                index=None,  # refused as a whole, as a submit's: priority, live, bound
+                **full.detail,
             )
