@@ -276,3 +276,24 @@ async def test_a_follower_whose_token_the_leader_refuses_exits_with_an_error(
     assert "the leader refused this replica" in output
     assert "set FASTWORKER_AUTH_TOKEN" in output
     assert "Traceback" not in output
+
+
+async def test_a_replica_that_knows_no_leader_is_reported_as_one_not_as_absent(
+    replicas: Replicas, etcd: EtcdServer
+) -> None:
+    # Given a replica that cannot be elected (etcd is down): it runs, and names no leader
+    etcd.stop()
+    replica = replicas.start("a")
+
+    async def serving_http() -> bool:
+        return replica.readyz() != {}  # {}: it does not answer yet
+
+    await wait_until(serving_http, 20, "the replica to serve its HTTP port")
+    # When a client looks for the control plane at its discovery address
+    with pytest.raises(ControlPlaneUnavailable) as raised:
+        async with Client(replica.discovery, timeout=2.0, connect_timeout=1.0):
+            pass
+    # Then it is told a control plane listens there but names no leader, not to start one
+    said = str(raised.value)
+    assert f"a control plane listens at {replica.discovery} but named no leader" in said
+    assert "Start one with" not in said

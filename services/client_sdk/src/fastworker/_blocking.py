@@ -13,7 +13,7 @@ import pynng
 
 from fastworker.tls import TLS
 from fastworker_common.discovery import Accept, dial_bus
-from fastworker_common.errors import ControlPlaneUnavailable, nobody_at
+from fastworker_common.errors import ControlPlaneUnavailable, nothing_announced
 from fastworker_common.leader import stale, succeeds
 from fastworker_protocol import Announce, Codec, DecodeError, Probe
 
@@ -90,9 +90,10 @@ def announcement(
     connect_for = timeout if connect_timeout is None else min(timeout, connect_timeout)
     with BlockingBus(address, codec, tls) as bus:
         heard = bus.heard(lambda _: True, timeout, connect_for)
-        within = timeout if bus.connected else connect_for
+        connected = bus.connected
     if heard is None:
-        raise ControlPlaneUnavailable(nobody_at(address, "announced itself", within=within))
+        within = timeout if connected else connect_for
+        raise ControlPlaneUnavailable(nothing_announced(address, within, connected=connected))
     return heard
 
 

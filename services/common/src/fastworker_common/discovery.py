@@ -21,7 +21,7 @@ from pynng.exceptions import check_err
 from pynng.nng import to_char
 
 from fastworker_common import nng_exit  # noqa: F401  (a clean exit with NNG objects left)
-from fastworker_common.errors import ControlPlaneUnavailable, nobody_at
+from fastworker_common.errors import ControlPlaneUnavailable, nothing_announced
 from fastworker_common.leader import SETTLE, addresses, stale, succeeds
 from fastworker_common.tls import TLS, dial_config
 from fastworker_protocol import Announce, Codec, DecodeError, Probe
@@ -84,8 +84,10 @@ class DiscoveryPeer:
         connect_for = timeout if connect_timeout is None else min(timeout, connect_timeout)
         heard = await self._listen(lambda _: True, timeout, connect_for)
         if heard is None:
-            within = timeout if self._socket.pipes else connect_for
-            raise ControlPlaneUnavailable(nobody_at(self.address, "announced itself", within))
+            connected = bool(self._socket.pipes)
+            within = timeout if connected else connect_for
+            message = nothing_announced(self.address, within, connected=connected)
+            raise ControlPlaneUnavailable(message)
         return heard
 
     async def heard(self, accept: Accept, timeout: float) -> Announce | None:

@@ -54,6 +54,21 @@ def nobody_at(address: str, what: str = "answered", within: float | None = None)
     return f"no control plane {what} at {where}{when}: {hint}"
 
 
+def nothing_announced(address: str, within: float, *, connected: bool) -> str:
+    """The message for a discovery bus on which no control plane announced itself within
+    ``within`` seconds. ``connected``: something listens there, so a control plane runs,
+    but it names no leader: a replica that knows none (a deposed leader, or one of a set
+    with no leader elected), or one still starting. Otherwise nothing runs there."""
+    if not connected:
+        return nobody_at(address, "announced itself", within)
+    return (
+        f"a control plane listens at {address} but named no leader within {within:g} s: it "
+        "is a replica that knows no leader (a deposed leader, or no leader is elected: can "
+        "the replicas reach etcd or the Kubernetes API?), or it is still starting; its "
+        "log says which"
+    )
+
+
 def unreachable_announced(tried: str, announced: str, discovery: str) -> str:
     """The message for a control plane heard on discovery whose announced address does
     not connect from here (a Compose service name, seen from the host)."""
