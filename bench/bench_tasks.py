@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
 from fastworker import task
 
@@ -25,3 +26,15 @@ async def io_sleep(seconds: float) -> float:
 def total(values: list[int]) -> int:
     """A chord's callback: as trivial as ``add``, over the list of its members' results."""
     return sum(values)
+
+
+@task
+def mark(number: int, path: str) -> int:
+    """Appends ``number`` to the file at ``path`` (one line per run: a task that ran twice
+    shows twice) and returns it."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{number}\n".encode())
+    finally:
+        os.close(fd)
+    return number

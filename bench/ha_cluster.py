@@ -135,6 +135,8 @@ class HaCluster(Cluster):
     leader: Replica | None = None
     epoch: int = 0
     _log_mark: int = 0
+    _spawned: dict[str, tuple[int, Path, str]] = field(default_factory=dict)
+    flags: tuple[str, ...] = tuple(CONTROL_PLANE_FLAGS)  # each replica's, before its own
 
     @property
     def procs(self) -> list[Proc]:
@@ -180,7 +182,13 @@ class HaCluster(Cluster):
         await wait_until(healthy, READY_TIMEOUT, "etcd to be healthy")
 
     def _start_replica(self, name: str, base: int, state_dir: Path, election: str) -> None:
-        state_dir.mkdir()
+        self._spawned[name] = (base, state_dir, election)
+        self.replicas.append(self.respawn_replica(name))
+
+    def respawn_replica(self, name: str) -> Replica:
+        """Replica ``name`` started (again) as it first was, on its state directory."""
+        base, state_dir, election = self._spawned[name]
+        state_dir.mkdir(exist_ok=True)
         proc = self.supervisor.python_module(
             f"control-plane-{name}",
             "fastworker.cli",
@@ -190,15 +198,15 @@ class HaCluster(Cluster):
             *("--base-port", str(base)),
             *("--replication-port", str(base + _REPLICATION)),
             *("--discovery-port", str(base + _DISCOVERY)),
-            *CONTROL_PLANE_FLAGS,
-            *("--http-port", str(base + _HTTP)),  # after CONTROL_PLANE_FLAGS' 0: the last wins
+            *self.flags,
+            *("--http-port", str(base + _HTTP)),  # after the flags' 0: the last wins
             *("--local-concurrency", "0"),
             *("--state-dir", str(state_dir)),
             *("--leader-election", election),
             *("--replica-id", name),
-            *("--log-level", "info"),  # after CONTROL_PLANE_FLAGS': when it went alone
+            *("--log-level", "info"),  # after the flags': when it went alone
         )
-        self.replicas.append(Replica(name, proc, base + _DISCOVERY, base + _HTTP))
+        return Replica(name, proc, base + _DISCOVERY, base + _HTTP)
 
     async def _replicated_leader(self) -> tuple[Replica, dict[str, Any]] | None:
         """The leader and its ``/readyz``, if one leads with a follower in sync."""

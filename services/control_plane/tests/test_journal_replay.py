@@ -1,6 +1,7 @@
 """Replaying the journal's entries onto a new board: every task comes back in its state,
-held ones redelivered, results within their TTL kept, schedules resumed; a compacted
-snapshot replays to the same board."""
+held ones in doubt until their subworkers say what they hold (then redelivered if none
+does), results within their TTL kept, schedules resumed; a compacted snapshot replays to
+the same board."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from recording_board import RecordingBoard
 
 from fastworker_control_plane.core.board import BoardConfig, TaskBoard
 from fastworker_control_plane.core.board_view import BoardView
+from fastworker_control_plane.core.handover import GRACE
 from fastworker_control_plane.durability.entries import Recorder, Recovered, snapshot
 from fastworker_control_plane.durability.schema import Entry
 from fastworker_protocol import (
@@ -69,13 +71,19 @@ def test_every_task_comes_back_in_its_state() -> None:
     j.board.report("w", ["running"], [Outcome(task_id="finished", ok=True, result=3)], NOW)
     j.record()
     # When the journal is replayed onto a new board
-    board, redelivered = j.replayed(NOW + 5)
-    # Then the finished task's result reads back and the held ones are queued again
+    board, in_doubt = j.replayed(NOW + 5)
+    # Then the finished task's result reads back, the held ones stay with their worker
+    # for the grace, then (no worker claimed them) are queued again
     finished = board.get("finished", NOW + 5)
     assert finished is not None
     assert finished.status == TaskState.SUCCESS
     assert finished.result == 3
-    assert redelivered == 2
+    assert in_doubt == 2
+    held = board.record("held", NOW + 5)
+    assert held is not None
+    assert (held.state, held.worker_id) == (TaskState.ASSIGNED, "w")
+    assert board.end_handover(NOW + 5 + GRACE - 0.1).queued == 0
+    assert board.end_handover(NOW + 5 + GRACE).queued == 2
     # (the one it had started counts as redelivered, the one it had not as returned)
     for task_id, counts in (("held", (0, 1)), ("running", (1, 0))):
         record = board.record(task_id, NOW + 5)
@@ -124,6 +132,7 @@ def test_a_task_held_too_often_fails_instead_of_running_forever() -> None:
     j.board.report("w", ["held"], [], NOW)
     j.record()
     board, _ = j.replayed(NOW + 1, max_redeliveries=0)
+    board.end_handover(NOW + 1 + GRACE)
     result = board.get("held", NOW + 1)
     assert result is not None
     assert result.status == TaskState.FAILURE
@@ -208,6 +217,7 @@ def test_queue_order_survives_a_restart_redelivered_and_held_tasks_included() ->
 
     # When the journal is replayed and one worker takes the queue a task at a time
     board, _ = j.replayed(NOW + 5)
+    board.end_handover(NOW + 5 + GRACE)
     board.register("w", "w", 1, [ADD], NOW + 5)
     order: list[str] = []
     while assigned := board.dispatch(["w"])[0].get("w", []):
@@ -235,3 +245,50 @@ def test_a_task_finished_and_evicted_before_it_is_journaled_is_still_written_fin
     # Then none of the three comes back to run again
     assert len(board) == 0
     assert len(board.queues) == 0
+
+
+def _held_when_stopped() -> TaskBoard:
+    """A replayed board whose worker "w" held "done" (finished, not yet reported),
+    "busy" (running), "buffered" (not started) and "lost" (never reached it)."""
+    j = Journaled()
+    ids = ["done", "busy", "buffered", "lost"]
+    j.board.submit([spec(task_id) for task_id in ids], Priority.NORMAL, NOW)
+    j.board.register("w", "w", 4, [ADD], NOW)
+    assert [t.id for t in j.board.dispatch(["w"])[0]["w"]] == ids
+    j.board.report("w", ["done", "busy"], [], NOW)
+    j.record()
+    board, in_doubt = j.replayed(NOW + 5)
+    assert in_doubt == 4
+    return board
+
+
+def test_a_worker_back_after_a_takeover_keeps_what_it_holds_and_only_the_rest_runs_again() -> None:
+    # Given the board of a control plane that took over, "w" having held four tasks
+    board = _held_when_stopped()
+    # When "w" registers again, saying it holds all but "lost"
+    board.register("w", "w", 4, [ADD], NOW + 6, holding=["busy", "buffered", "done"])
+    # Then "lost" is queued at once (and goes to the next fetch), the others stay its own
+    board.register("v", "v", 4, [ADD], NOW + 6)
+    assert [t.id for t in board.dispatch(["v"])[0]["v"]] == ["lost"]
+    # and the outcome it reports for "done" ends it: nothing of it runs twice
+    board.report("w", [], [Outcome(task_id="done", ok=True, result=3)], NOW + 6)
+    done = board.get("done", NOW + 6)
+    assert done is not None
+    assert (done.status, done.attempts) == (TaskState.SUCCESS, 1)
+    # and the end of the grace redelivers nothing it kept
+    assert board.end_handover(NOW + 5 + GRACE).queued == 0
+    states = {t: r.state for t in ("busy", "buffered") if (r := board.record(t, NOW + 9))}
+    assert states == {"busy": TaskState.RUNNING, "buffered": TaskState.ASSIGNED}
+
+
+def test_a_worker_silent_on_what_it_holds_has_its_outcomes_taken_until_the_grace_ends() -> None:
+    # Given the board of a control plane that took over, "w" having held four tasks
+    board = _held_when_stopped()
+    # When "w" registers again without saying what it holds, and reports "done"
+    board.register("w", "w", 4, [ADD], NOW + 6)
+    board.report("w", [], [Outcome(task_id="done", ok=True, result=3)], NOW + 6)
+    # Then "done" ends with its outcome, and the rest is redelivered once the grace ends
+    assert board.end_handover(NOW + 5 + GRACE).queued == 3
+    done = board.get("done", NOW + 6)
+    assert done is not None
+    assert done.status == TaskState.SUCCESS

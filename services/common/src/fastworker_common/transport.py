@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from typing import TypeVar
 
 import msgspec
@@ -39,10 +40,13 @@ class RequestChannel:
         *,
         unreachable: str | None = None,
         peer: Peer | None = None,
+        on_lost: Callable[[], None] | None = None,
     ) -> None:
         """``unreachable`` is the message for a control plane never connected (default:
         nobody answered at ``address``); ``peer``, the control plane whose replies are
-        recorded, to tell one that stopped answering (default: ``address``, on its own)."""
+        recorded, to tell one that stopped answering (default: ``address``, on its own);
+        ``on_lost`` is called (in the running event loop) each time the last connection
+        drops."""
         self.address = address
         self._unreachable = unreachable or nobody_at(address)
         self._peer = peer or Peer(address)
@@ -50,6 +54,18 @@ class RequestChannel:
         self._auth = auth  # the control plane's shared token, put in every request
         self._socket = dial_req(address, codec, tls)
         self._closed = False
+        if on_lost is not None:
+            loop = asyncio.get_running_loop()
+
+            def removed(_pipe: pynng.Pipe) -> None:  # an NNG thread
+                with contextlib.suppress(RuntimeError):  # the loop has closed
+                    loop.call_soon_threadsafe(self._lost, on_lost)
+
+            self._socket.add_post_pipe_remove_cb(removed)
+
+    def _lost(self, on_lost: Callable[[], None]) -> None:
+        if not self._closed and not self.connected:
+            on_lost()
 
     @property
     def connected(self) -> bool:

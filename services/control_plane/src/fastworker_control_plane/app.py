@@ -186,7 +186,7 @@ class ControlPlane:
         self._journal = journal
         replayed = journal.load(salvage=self.config.salvage_journal)
         board = self.engine.board
-        redelivered = replayed.recovered.restore(board, self.engine.clock())
+        in_doubt = replayed.recovered.restore(board, self.engine.clock())
         if dropped := replayed.recovered.dropped_schedules:
             log.warning(
                 "run-time schedules dropped: their time zone is unknown here", schedules=dropped
@@ -209,7 +209,7 @@ class ControlPlane:
             state_dir=self.config.state_dir,
             live=len(board),
             results=len(board.results),
-            redelivered=redelivered,
+            held_by_subworkers=in_doubt,
             schedules=len(replayed.recovered.periodics),
             workflows=len(book),
             torn_bytes=replayed.torn,
@@ -224,6 +224,7 @@ class ControlPlane:
             leadership.leading,
             leadership.settings,
             on_step_down=leadership.on_step_down,
+            record_alone=leadership.record_alone,
             auth_token=self.config.tokens,
         )
         self.replication = replication

@@ -200,6 +200,7 @@ class Engine:
         local: bool,
         confirms: bool = False,
         queues: dict[str, int] | None = None,
+        holding: Sequence[str] | None = None,
     ) -> None:
         defined = self.board.schedules.defined
         named = [s.name for s in signatures if s.name in defined]  # declared now, maybe
@@ -213,6 +214,7 @@ class Engine:
                 local=local,
                 confirms=confirms,
                 queues=queues,
+                holding=holding,
                 record=self._recording,
             )
         )
@@ -350,6 +352,11 @@ class Engine:
         due = self.board.release_due(now, record=self._recording)
         self.take(due)
         if due.queued:
+            self.kick()
+        lost = self.board.end_handover(now, record=self._recording)
+        if lost.queued or lost.finished:
+            log.info("tasks held in doubt since the takeover, redelivered", count=lost.queued)
+            self.take(lost)
             self.kick()
         if sweep:
             self.board.sweep(now)

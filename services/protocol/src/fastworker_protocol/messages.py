@@ -330,7 +330,10 @@ class Register(Message, tag="register"):
     next request's ``received``, so the control plane can take back a batch that never
     arrived (see PROTOCOL.md, "Confirming assignments"). ``queues`` maps the queues it
     serves to their weights in its fair share; without it, it serves every queue its
-    tasks' registrations name, at weight 1."""
+    tasks' registrations name, at weight 1. ``holding``, when it registers again, lists
+    the tasks it still holds (running, waiting for a slot, or finished with the outcome
+    not yet reported): a control plane that took over leaves those with it and
+    redelivers the others it had (see PROTOCOL.md, "Registering again")."""
 
     worker_id: str
     name: str
@@ -338,6 +341,7 @@ class Register(Message, tag="register"):
     tasks: list[TaskSignature]
     confirms: bool = False
     queues: dict[QueueName, Weight] | None = None
+    holding: list[str] | None = None
 
 
 class Fetch(Message, tag="fetch"):

@@ -59,7 +59,10 @@ class RequestChannel:
         if self._auth is not None:
             message = msgspec.structs.replace(message, auth=self._auth)
         data = self._codec.encode(message)
-        context = self._context()
+        try:
+            context = self._context()
+        except pynng.Closed as exc:  # closed meanwhile: this worker moved to a new leader
+            raise ControlPlaneUnavailable(f"the connection to {self.address} was closed") from exc
         reply_bytes = await self._exchange(context, data, timeout)
         self._peer.answered(time.monotonic())
         try:

@@ -98,6 +98,11 @@ class Outbox:
         return self._news.is_set()
 
     @property
+    def unreported(self) -> list[str]:
+        """The ids of the tasks whose outcome is waiting to go."""
+        return [outcome.task_id for outcome in self._outcomes]
+
+    @property
     def pending(self) -> int:
         return len(self._started) + len(self._outcomes)
 

@@ -68,6 +68,7 @@ class ControlPlaneLink:
         concurrency: int,
         tasks: list[TaskSignature],
         queues: dict[str, int] | None = None,
+        holding: list[str] | None = None,
     ) -> Registered:
         message = Register(
             worker_id=self.worker_id,
@@ -76,6 +77,7 @@ class ControlPlaneLink:
             tasks=tasks,
             confirms=True,
             queues=queues,
+            holding=holding,
         )
         return await self._channel.request(message, Registered, self._timeout)
 

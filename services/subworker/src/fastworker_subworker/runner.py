@@ -48,7 +48,14 @@ class TaskRunner:
             raise ValueError("concurrency must be at least 1")
         self._executor = executor
         self._concurrency = concurrency
-        self._on_finished = on_finished
+        self._holding: dict[str, None] = {}  # given and not finished, oldest first
+
+        def finished(outcomes: list[Outcome]) -> None:
+            for outcome in outcomes:
+                self._holding.pop(outcome.task_id, None)
+            on_finished(outcomes)
+
+        self._on_finished = finished
         self.stats = stats if stats is not None else RunStats()
         self._durations = Durations(self.stats)
         shared = Shared(
@@ -56,7 +63,7 @@ class TaskRunner:
             asyncio.Semaphore(concurrency),
             self._durations,
             on_started,
-            on_finished,
+            finished,
             self._update_idle,
         )
         self._threads = ThreadPool(shared, concurrency)
@@ -74,6 +81,11 @@ class TaskRunner:
     def held(self) -> int:
         """Tasks given to this worker and not finished (running or waiting for a slot)."""
         return sum(pool.held for pool in self._pools)
+
+    @property
+    def holding(self) -> list[str]:
+        """The ids of the tasks it holds (running or waiting for a slot)."""
+        return list(self._holding)
 
     @property
     def outside_loop(self) -> int:
@@ -106,6 +118,7 @@ class TaskRunner:
 
     def submit(self, assignments: list[Assignment]) -> None:
         for assignment in assignments:
+            self._holding[assignment.id] = None
             self._pool_of(assignment).add(assignment)
         loop = asyncio.get_running_loop()
         for pool in self._pools:
@@ -114,6 +127,7 @@ class TaskRunner:
 
     def adopt(self, ticket: Ticket, running: asyncio.Future[list[Outcome]]) -> None:
         """Hold a sync task already running on a thread of its own (``ThreadPool.adopt``)."""
+        self._holding[ticket.assignment.id] = None
         self._threads.adopt(ticket, running)
         self._update_idle()
 
@@ -149,6 +163,8 @@ class TaskRunner:
         unfinished: list[str] = []
         for pool in self._pools:
             unfinished += await pool.give_up()
+        for task_id in unfinished:
+            self._holding.pop(task_id, None)
         return unfinished
 
     async def start(self) -> None:

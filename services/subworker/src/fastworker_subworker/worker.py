@@ -305,7 +305,11 @@ class Subworker:
             assert self._link is not None
             try:
                 registered = await self._link.register(
-                    self.config.name, self.config.concurrency, signatures, self.config.queues
+                    self.config.name,
+                    self.config.concurrency,
+                    signatures,
+                    self.config.queues,
+                    self._holding(),
                 )
             except (ControlPlaneUnavailable, Timeout) as exc:
                 if self._stop_requested.is_set():  # stopping: one try per call is enough
@@ -327,6 +331,12 @@ class Subworker:
                 with contextlib.suppress(ControlPlaneUnavailable, Timeout, RequestRejected):
                     await self._link.drain(_GOODBYE_TIMEOUT)
             return True
+
+    def _holding(self) -> list[str]:
+        """What it holds, for a control plane that took over: tasks running or waiting
+        for a slot, and those finished with their outcome not yet reported."""
+        running = self._runner.holding if self._runner is not None else []
+        return [*running, *self._outbox.unreported]
 
     def _follow(self) -> None:
         """Talk to the latest control plane announced (``_watch`` may have heard another

@@ -189,11 +189,15 @@ class TaskBoard:
         local: bool = False,
         confirms: bool = False,
         queues: dict[str, int] | None = None,
+        holding: Collection[str] | None = None,
         record: bool = False,
     ) -> Effects:
         """Add a subworker, serving ``queues`` (queue -> weight; by default every queue its
         tasks' registrations name). Re-registering an id first removes the old registration
-        (its tasks are redelivered; some may become final doing so)."""
+        (its tasks are redelivered; some may become final doing so). ``holding`` is what
+        it says it still holds: of the tasks it held when the last control plane was lost,
+        those stay with it and the others are redelivered (``handover``; None: it does not
+        say, and they wait for the end of the grace)."""
         if concurrency < 1:
             raise Rejected(ErrorCode.INVALID_MESSAGE, "concurrency must be at least 1")
         signatures = list(signatures)
@@ -208,7 +212,33 @@ class TaskBoard:
             worker_id, name, concurrency, names, now, local=local, confirms=confirms, queues=queues
         )
         self.workers.add(slot)
+        if holding is not None:
+            kept, lacking = self._life.handover.claim(worker_id, set(holding))
+            for task_id in kept:
+                if self._reports.held_by(task_id, worker_id) is not None:
+                    slot.in_flight[task_id] = None
+            self._redeliver_lost(worker_id, lacking, now, fx)
         return fx
+
+    def end_handover(self, now: float, *, record: bool = False) -> Effects:
+        """Past the grace of a takeover: redeliver the tasks in doubt that no subworker
+        claimed (``handover``)."""
+        fx = Effects(record)
+        for worker_id, task_id in self._life.handover.expired(now):
+            self._redeliver_lost(worker_id, [task_id], now, fx)
+        return fx
+
+    def _redeliver_lost(
+        self, worker_id: str, task_ids: Iterable[str], now: float, fx: Effects
+    ) -> None:
+        for task_id in task_ids:
+            held = self._reports.held_by(task_id, worker_id)
+            if held is not None and task_id not in self._slot_tasks(worker_id):
+                self._life.redeliver_lost(held, now, fx)
+
+    def _slot_tasks(self, worker_id: str) -> Collection[str]:
+        slot = self.workers.get(worker_id)
+        return () if slot is None else slot.in_flight
 
     def touch(self, worker_id: str, now: float) -> WorkerSlot:
         """Record that the worker is alive; raises ``Rejected`` if it is not registered."""

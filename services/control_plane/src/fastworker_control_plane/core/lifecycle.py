@@ -13,6 +13,7 @@ from fastworker_control_plane.core.catalog import Catalog
 from fastworker_control_plane.core.dead_letters import DeadLetters, from_record
 from fastworker_control_plane.core.effects import Effects
 from fastworker_control_plane.core.entropy import Entropy
+from fastworker_control_plane.core.handover import Handover
 from fastworker_control_plane.core.limits import Limits
 from fastworker_control_plane.core.losses import lost_too_often
 from fastworker_control_plane.core.named_queues import NamedQueues
@@ -63,6 +64,7 @@ class Lifecycle:
         self.entropy = entropy
         self.stats = TaskStats()
         self.dead_letters: DeadLetters = config.dead_letter_store()  # failed for good
+        self.handover = Handover()  # tasks held when the last control plane was lost
 
     def apply(self, record: TaskRecord, event: TaskEvent, fx: Effects) -> None:
         state = record.apply(event)
@@ -100,14 +102,17 @@ class Lifecycle:
 
     def adopt(self, record: TaskRecord, now: float, fx: Effects) -> None:
         """A live task back from the journal: one a subworker held when the control plane
-        stopped is redelivered, a retrying one queued at once, the others go back where
-        they were."""
+        stopped stays with it, in doubt, until it says whether it still holds it (see
+        ``handover``), a retrying one is queued at once, the others go back where they
+        were."""
         record.line = self.stats.line(record.name, record.priority)
         self.store.add(record)
         self.store.remember_key(record)
         record.queued_at = now
-        if record.state in HELD:
-            self.redeliver(record, now, "control_plane_restart", fx, in_place=True)
+        if record.state in HELD and record.worker_id is not None:
+            self.handover.hold(record.worker_id, record.id, now)
+        elif record.state in HELD:
+            self.redeliver_lost(record, now, fx)
         elif record.state == TaskState.SCHEDULED:
             self.schedule.push(record.eta or now, record.id)
         elif record.state == TaskState.RETRYING:
@@ -179,6 +184,11 @@ class Lifecycle:
             self.finish(record, TaskEvent.FAIL, now, fx)
             return
         self.requeue(record, now, fx, in_place=in_place)
+
+    def redeliver_lost(self, record: TaskRecord, now: float, fx: Effects) -> None:
+        """A task held when the last control plane stopped, that no subworker holds now:
+        queued again where it was."""
+        self.redeliver(record, now, "control_plane_restart", fx, in_place=True)
 
     def requeue(
         self, record: TaskRecord, now: float, fx: Effects, *, in_place: bool = False

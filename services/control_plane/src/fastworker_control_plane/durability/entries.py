@@ -208,8 +208,8 @@ class Recovered:
                 self.workflows.append(entry)
 
     def restore(self, board: TaskBoard, now: float) -> int:
-        """Put everything back on ``board``; returns how many tasks were redelivered
-        (a subworker held them when the control plane stopped)."""
+        """Put everything back on ``board``; returns how many tasks a subworker held when
+        the control plane stopped (in doubt until it says whether it still holds them)."""
         view = BoardView(board)
         for task in sorted(self.final.values(), key=lambda t: t.finished_at or 0.0):
             ttl = view.result_ttl if task.result_ttl is None else task.result_ttl
@@ -218,9 +218,9 @@ class Recovered:
         # Oldest first, through the store's own bounds: expired ones are not kept.
         for letter in sorted(self.dead.values(), key=lambda d: d.failed_at):
             board.dead_letters.add(dead_letter(letter), now)
-        redelivered = 0
+        in_doubt = 0
         for task in sorted(self.live.values(), key=lambda t: t.seq):  # in queue order
-            redelivered += task.state in _STEPS
+            in_doubt += task.state in _STEPS
             board.adopt(task_record(task), now)
         board.schedules.save([periodic_state(p) for p in self.periodics.values()])
         specs = [schedule_spec(s) for s in self.schedules.values()]
@@ -233,4 +233,4 @@ class Recovered:
                 for limit in self.controls.limits
             },
         )
-        return redelivered
+        return in_doubt

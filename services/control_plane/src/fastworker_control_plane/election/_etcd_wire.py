@@ -96,15 +96,41 @@ def campaign_request(key: str, value: bytes, lease: int) -> JSON:
 def resign_request(key: str, create_revision: int) -> JSON:
     """Delete ``key`` only if it is still the one created at ``create_revision``."""
     return {
-        "compare": [
-            {
-                "key": b64(key),
-                "target": "CREATE",
-                "result": "EQUAL",
-                "create_revision": str(create_revision),
-            }
-        ],
+        "compare": [_same_term(key, create_revision)],
         "success": [{"request_delete_range": {"key": b64(key)}}],
+    }
+
+
+def _same_term(key: str, create_revision: int) -> JSON:
+    return {
+        "key": b64(key),
+        "target": "CREATE",
+        "result": "EQUAL",
+        "create_revision": str(create_revision),
+    }
+
+
+def alone_request(leader_key: str, alone_key: str, epoch: int, lease: int, alone: bool) -> JSON:
+    """While ``leader_key`` is still the term ``epoch``: put the mark that the term may
+    acknowledge writes its followers lack (``alone_key``, on the term's lease, so it goes
+    with the term), or delete it."""
+    change: JSON = (
+        {"request_put": {"key": b64(alone_key), "value": b64(str(epoch)), "lease": str(lease)}}
+        if alone
+        else {"request_delete_range": {"key": b64(alone_key)}}
+    )
+    return {"compare": [_same_term(leader_key, epoch)], "success": [change]}
+
+
+def depose_request(leader_key: str, alone_key: str, epoch: int) -> JSON:
+    """Delete ``leader_key`` if it is still the term ``epoch`` and no term holds the mark
+    of acknowledging alone (a mark of an older term, on its lease, blocks until it lapses)."""
+    return {
+        "compare": [
+            _same_term(leader_key, epoch),
+            {"key": b64(alone_key), "target": "VERSION", "result": "EQUAL", "version": "0"},
+        ],
+        "success": [{"request_delete_range": {"key": b64(leader_key)}}],
     }
 
 

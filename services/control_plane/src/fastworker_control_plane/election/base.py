@@ -79,6 +79,24 @@ class Elector(abc.ABC):
     async def close(self) -> None:
         """Resign, release every resource and end ``events()``."""
 
+    @abc.abstractmethod
+    async def watch(self) -> None:
+        """Follow who leads without campaigning; returns at once."""
+
+    async def depose(self, term: Term) -> bool:
+        """End ``term`` before its lease runs out, for a leader proven gone: True if it
+        ended. Refused while that term has marked itself acknowledging alone
+        (``record_alone``): its followers may lack what it acknowledged. A backend
+        that cannot do it safely says False, and the term ends with its lease."""
+        return False
+
+    async def record_alone(self, alone: bool) -> bool:
+        """Mark in the coordinator, before the leader acknowledges without its followers,
+        that it may (``alone``), or clear the mark once they have it all; False if this
+        candidate no longer leads. Where no term is ever deposed early nothing needs
+        marking."""
+        return self.leading() is not None
+
     def leading(self) -> Term | None:
         """The term this candidate leads right now, or None: check before every leader act."""
         tenure = self._tenure

@@ -8,7 +8,15 @@ one it created; a leader that has not renewed within its renew deadline (shorter
 lease) reports the loss at once, before etcd can let anyone else take the key. Followers
 watch the key and campaign again when it is deleted (its lease expired or was revoked).
 Resigning deletes the key if it is still ours (compared on create revision), then revokes
-the lease.
+the lease. A replica that does not campaign still reads and watches the key (``watch``),
+so a restarted follower learns the leader at once.
+
+Ending a term early (``depose``, for a leader proven gone) deletes the key in a
+transaction that also requires the key ``<prefix>/alone`` to be absent: a leader puts it
+(on its own lease, in a transaction on its term) before it acknowledges anything its
+followers may lack, and deletes it once they have it all. Either the leader's mark or the
+deposition comes first in etcd's order, so a term is never ended under a leader that
+acknowledges alone.
 """
 
 from __future__ import annotations
@@ -47,9 +55,35 @@ class EtcdElector(Elector):
         self._lease: int | None = None
         self._stale_leases: list[int] = []
         self._value = wire.candidate_value(candidate_id, self.addresses)
+        self._candidate = False  # campaigning; otherwise only watching the key
 
     async def start(self) -> None:
+        if not self._candidate:
+            await self._stop_campaign()  # a watch only: campaign now, not after it
+        self._candidate = True
         self._start_campaign("the etcd campaign", self._campaign_once)
+
+    async def watch(self) -> None:
+        if self._campaign is None or self._campaign.done():
+            self._candidate = False
+            self._start_campaign("the etcd watch", self._campaign_once)
+
+    async def depose(self, term: Term) -> bool:
+        request = wire.depose_request(self.target.leader_key, self.target.alone_key, term.epoch)
+        deposed = wire.txn_succeeded(await self._http.post(wire.TXN, request))
+        log.warning("election.depose", epoch=term.epoch, leader=term.leader_id, ended=deposed)
+        return deposed
+
+    async def record_alone(self, alone: bool) -> bool:
+        term, lease = self.leading(), self._lease
+        if term is None or lease is None:
+            return False
+        target = self.target
+        request = wire.alone_request(target.leader_key, target.alone_key, term.epoch, lease, alone)
+        if not wire.txn_succeeded(await self._http.post(wire.TXN, request)):
+            self._lose("leader key deleted or replaced")
+            return False
+        return True
 
     async def resign(self) -> None:
         await self._stop_campaign()
@@ -82,7 +116,7 @@ class EtcdElector(Elector):
         holder, revision = wire.range_result(
             await self._http.post(wire.RANGE, wire.range_request(key))
         )
-        if holder is None:
+        if holder is None and self._candidate:
             sent_at = self.clock()
             ttl = max(1, math.ceil(self.timing.lease_duration))
             lease = wire.lease_id(await self._http.post(wire.GRANT, wire.grant_request(ttl)))
@@ -103,7 +137,7 @@ class EtcdElector(Elector):
             await self._revoke_stale()
             holder, revision = outcome.holder, outcome.revision
         self._observe(wire.term_of(holder) if holder is not None else None)
-        if holder is not None:
+        if holder is not None or not self._candidate:
             await self._wait_for_deletion(revision)
 
     async def _hold(self, term: Term, lease: int) -> None:
@@ -148,7 +182,8 @@ class EtcdElector(Elector):
         return None
 
     async def _wait_for_deletion(self, revision: int) -> None:
-        """Until the leader key is deleted after ``revision``, or a lease duration passes."""
+        """Until the leader key is deleted after ``revision``, or a lease duration passes
+        (a key created meanwhile is observed)."""
         request = wire.watch_request(self.target.leader_key, revision + 1)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.timing.lease_duration):

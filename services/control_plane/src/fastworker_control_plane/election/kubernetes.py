@@ -70,6 +70,9 @@ class KubernetesElector(Elector):
     async def start(self) -> None:
         self._start_campaign("the Lease campaign", self._round)
 
+    async def watch(self) -> None:
+        """Nothing: the Lease is read only while campaigning (every retry period)."""
+
     async def resign(self) -> None:
         await self._stop_campaign()
         if self._lose("resigned") is None:

@@ -83,6 +83,11 @@ class EtcdTarget:
     def leader_key(self) -> str:
         return f"{self.prefix}/leader"
 
+    @property
+    def alone_key(self) -> str:
+        """Present while a term may acknowledge writes its followers lack."""
+        return f"{self.prefix}/alone"
+
 
 @dataclass(frozen=True, slots=True)
 class KubernetesTarget:

@@ -7,6 +7,9 @@ acknowledged by the next request. A leader holds a request while nothing is new 
 sends a heartbeat every ``HEARTBEAT``; silence for ``silence`` seconds, or a new
 leader, redials. The replica holds the state dir's lock until ``close``. A leader that
 refuses this replica's token would refuse every retry: ``run`` raises ``Unauthorized``.
+
+``lost`` is set when the connection to the leader followed drops (and cleared when one
+is made again, or another leader is followed): the first hint that a leader is gone.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pynng
@@ -53,6 +58,9 @@ class FollowerLink:
         self._leader: str | None = None
         self._changed = asyncio.Event()
         self.heard_at: float | None = None  # monotonic time of the last answer
+        self.lost = asyncio.Event()  # the connection to the leader followed dropped
+        self.found = asyncio.Event()  # not lost: connected, or following another leader
+        self._pipes: set[int] = set()
 
     @property
     def phase(self) -> Phase:
@@ -62,6 +70,7 @@ class FollowerLink:
         """Receive from the replication socket at ``address`` (None: no leader known)."""
         if address != self._leader:
             self._leader = address
+            self._set_lost(False)
             self._changed.set()
 
     async def run(self) -> None:
@@ -85,6 +94,13 @@ class FollowerLink:
         socket.resend_time = -1
         socket.reconnect_time_min = 50
         socket.reconnect_time_max = 1000
+        loop = asyncio.get_running_loop()
+        socket.add_post_pipe_connect_cb(
+            lambda pipe: _call_soon(loop, self._pipe_up, address, pipe.id)
+        )
+        socket.add_post_pipe_remove_cb(
+            lambda pipe: _call_soon(loop, self._pipe_down, address, pipe.id)
+        )
         socket.dial(address, block=False)
         log.info("replication: following", leader=address)
         said: m.FollowerMessage = self._ack(self.follower.ack())
@@ -149,6 +165,21 @@ class FollowerLink:
     def _ack(self, said: m.FollowerMessage) -> m.FollowerMessage:
         return msgspec.structs.replace(said, replica=self.name, auth=self._auth)
 
+    def _pipe_up(self, address: str, pipe: int) -> None:
+        if address == self._leader:
+            self._pipes.add(pipe)
+            self._set_lost(False)
+
+    def _pipe_down(self, address: str, pipe: int) -> None:
+        if address == self._leader and pipe in self._pipes:
+            self._pipes.discard(pipe)
+            if not self._pipes:
+                self._set_lost(True)
+
+    def _set_lost(self, lost: bool) -> None:
+        (self.lost if lost else self.found).set()
+        (self.found if lost else self.lost).clear()
+
     def close(self) -> None:
         """Release the state dir (after ``run`` has been cancelled)."""
         self._replica.close()
@@ -158,6 +189,14 @@ async def _ask(context: pynng.Context, data: bytes) -> bytes:
     await context.asend(data)
     answer: bytes = await context.arecv()
     return answer
+
+
+def _call_soon(
+    loop: asyncio.AbstractEventLoop, call: Callable[[str, int], None], *args: Any
+) -> None:
+    """From an NNG thread: ``call(*args)`` on ``loop`` (nothing once it has closed)."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(call, *args)
 
 
 def _discard(done: asyncio.Future[bytes]) -> None:

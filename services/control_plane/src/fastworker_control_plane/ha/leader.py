@@ -13,6 +13,11 @@ cover it (``Tracker.releasable``), and only while this process still leads (the 
 checked before each release). It is re-judged on every follower ``Ack``, every commit and
 a timer (``lag_bound / 4``), so a follower that dies holds acknowledgements back for at
 most ``lag_bound`` before the leader goes on alone (or, with ``require_sync``, refuses).
+
+Before it acknowledges anything alone, a replicated leader marks that in the coordinator
+(``record_alone``), in a transaction on its own term, and clears the mark once every
+follower has all it acknowledged alone: while marked, no follower may depose it early
+(``Elector.depose``), so a follower that takes over early never lacks an acknowledged write.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import msgspec
@@ -63,6 +68,8 @@ class Leadership:
     leading: Callable[[], bool]
     settings: ReplicationSettings
     on_step_down: Callable[[int], None]
+    # mark (True) or clear (False) acknowledging alone in the coordinator; False: not leading
+    record_alone: Callable[[bool], Awaitable[bool]] | None = None
     collectors: tuple[Collector, ...] = ()
     details: Callable[[], dict[str, object]] | None = None
 
@@ -84,6 +91,7 @@ class LeaderReplication:
         settings: ReplicationSettings,
         *,
         on_step_down: Callable[[int], None],
+        record_alone: Callable[[bool], Awaitable[bool]] | None = None,
         auth_token: str | Tokens | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -104,7 +112,10 @@ class LeaderReplication:
             sync_replicas=settings.sync_replicas,
             lag_bound=settings.lag_bound,
             require_sync=settings.require_sync,
+            alone_permitted=record_alone is None,
         )
+        self._record_alone = record_alone
+        self._marking: asyncio.Task[None] | None = None
         self._waiting: deque[tuple[int, asyncio.Future[None]]] = deque()
         self._grew = asyncio.Event()
         self._mode = self.tracker.mode(clock())
@@ -147,10 +158,31 @@ class LeaderReplication:
         if mode is not self._mode:
             self._mode = mode
             _log_mode(mode, self.tracker.in_sync, self.settings.sync_replicas)
+        if self._record_alone is not None and self._marking is None:
+            if mode is Mode.ALONE and not self.tracker.alone_permitted:
+                self._marking = asyncio.get_running_loop().create_task(self._mark(True))
+            elif self.tracker.alone_permitted and self.tracker.alone_covered(now):
+                self.tracker.alone_permitted = False  # before the mark goes, not after
+                self._marking = asyncio.get_running_loop().create_task(self._mark(False))
         while self._waiting and self._waiting[0][0] <= line:
             _, waiter = self._waiting.popleft()
             if not waiter.done():
                 waiter.set_result(None)
+
+    async def _mark(self, alone: bool) -> None:
+        """Mark (or clear) acknowledging alone; once marked, release what it allows."""
+        assert self._record_alone is not None
+        try:
+            recorded = await self._record_alone(alone)
+        except Exception as exc:  # the coordinator is unreachable: the next release retries
+            log.warning("replication: cannot mark acknowledging alone", alone=alone, error=str(exc))
+            recorded = False
+        finally:
+            self._marking = None
+        if alone and recorded:
+            self.tracker.alone_permitted = True
+        if self._waiting or alone:
+            self.release()
 
     def fail(self, error: BaseException) -> None:
         waiting, self._waiting = self._waiting, deque()
@@ -269,6 +301,8 @@ class LeaderReplication:
     def close(self) -> None:
         self._journal.on_commit = None
         self._journal.on_rewrite = None
+        if self._marking is not None:
+            self._marking.cancel()
         self.fail(NotLeading("this control plane stopped leading"))
         self._log.close()
 

@@ -16,6 +16,11 @@ closes (its fence already refuses every reply) and the process follows again. A
 follower that is catching up does not campaign until there has been no leader for a
 whole lease, so a caught-up follower is elected first (three replicas, or a full
 restart: then every replica waits one lease, and the first to campaign leads).
+
+A leader whose process is gone (``ha.gone``: its connection dropped, its port refuses)
+is deposed at once by a caught-up follower, which is then elected without waiting for
+the lease; the coordinator refuses that while the leader has marked itself
+acknowledging alone (``Elector.depose``), so nothing acknowledged is left behind.
 """
 
 from __future__ import annotations
@@ -33,13 +38,14 @@ from fastworker_common.supervision import Fault, Policy, Supervisor, TaskDied
 from fastworker_control_plane.app import ControlPlane, announcement
 from fastworker_control_plane.config import ControlPlaneConfig
 from fastworker_control_plane.election import (
+    ElectionError,
     ElectionEvent,
     ElectionFailed,
     Elector,
     Term,
     elector_from_url,
 )
-from fastworker_control_plane.ha import addresses
+from fastworker_control_plane.ha import addresses, gone
 from fastworker_control_plane.ha.follower import FollowerLink
 from fastworker_control_plane.ha.leader import Leadership, ReplicationSettings
 from fastworker_control_plane.ha.metrics import ReplicaCollector
@@ -153,7 +159,11 @@ class ReplicatedControlPlane:
             self.config, self.collector, self._standby_readiness, self.details, self._supervisor
         )
         receiving = self._supervisor.spawn("the follower link", link.run())
+        deposing = self._supervisor.spawn(
+            "the leader watch", self._depose_the_gone(elector, link), policy=Policy.LOG
+        )
         try:
+            await elector.watch()
             await standby.start()
             while not self._stop.is_set():
                 term = elector.leading()
@@ -168,6 +178,7 @@ class ReplicatedControlPlane:
                 await self._wait_for_change(POLL)
             return None
         finally:
+            await self._supervisor.end(deposing)
             await self._supervisor.end(receiving)
             await standby.close()
             link.close()
@@ -195,6 +206,32 @@ class ReplicatedControlPlane:
         elif not wanted and self._campaigning:
             self._campaigning = False
             await elector.resign()  # not leading: it only stops campaigning
+            await elector.watch()
+
+    async def _depose_the_gone(self, elector: Elector, link: FollowerLink) -> None:
+        """Depose a leader whose process is gone as soon as its connection drops, if this
+        mirror holds everything that leader sent: the lease would keep every replica
+        waiting for a leader that cannot renew it."""
+        while True:
+            await link.lost.wait()
+            term = elector.leader
+            address = None if term is None else addresses.replication_address(term)
+            if term is None or address is None or elector.leading() is not None:
+                await link.found.wait()
+                continue
+            caught_up = link.phase is Phase.IN_SYNC
+            dead = caught_up and await gone.nothing_listens(address)
+            log.info(
+                "replication: the connection to the leader dropped",
+                leader=term.leader_id,
+                epoch=term.epoch,
+                caught_up=caught_up,
+                process_gone=dead,
+            )
+            if dead and link.lost.is_set() and elector.leader == term:
+                with contextlib.suppress(ElectionError):
+                    await elector.depose(term)
+            await link.found.wait()  # the link is back, or another leader is followed
 
     async def _wait_for_change(self, timeout: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -227,6 +264,7 @@ class ReplicatedControlPlane:
                 sync_replicas=self.config.sync_replicas, require_sync=self.config.require_sync
             ),
             on_step_down=self._step_down,
+            record_alone=elector.record_alone,
             collectors=(self.collector,),
             details=self.details,
         )

@@ -21,7 +21,9 @@ followers have acknowledged it (it is durable on the leader before it is ever sh
 - ``REPLICATED``: enough followers in sync: commits are released once replicated;
 - ``ALONE``: too few, without ``require_sync``: released once the followers still in
   sync have it (on the leader's own fsync if none is), and the leader says so (log,
-  metric, readiness detail);
+  metric, readiness detail); but only while ``alone_permitted`` (a replicated leader
+  first marks it in the coordinator, so no follower deposes it meanwhile: until then
+  commits are released as they become replicated, as when refusing);
 - ``REFUSING``: too few, with ``require_sync``: new writes are refused; commits already
   waiting are released only as they become replicated (on any follower's disk).
 """
@@ -79,12 +81,15 @@ class Tracker:
         sync_replicas: int = SYNC_REPLICAS,
         lag_bound: float = LAG_BOUND,
         require_sync: bool = False,
+        alone_permitted: bool = True,
     ) -> None:
         if sync_replicas < 1:
             raise ValueError("sync_replicas must be at least 1")
         self.sync_replicas = sync_replicas
         self.lag_bound = lag_bound
         self.require_sync = require_sync
+        self.alone_permitted = alone_permitted
+        self.alone_upto = 0  # the last commit released while alone
         self.followers: dict[str, FollowerView] = {}
         self.seq = 0
         self._frames = 0
@@ -174,14 +179,25 @@ class Tracker:
         in_sync = [v for v in self.followers.values() if v.in_sync]
         if mode is Mode.REPLICATED:
             line = self._kth_covered(in_sync, self.sync_replicas)
-        elif mode is Mode.ALONE:
+        elif mode is Mode.ALONE and self.alone_permitted:
             # Too few in sync: still wait for those that are (each has every commit
             # within the lag bound), and with none, for the leader's own fsync only.
             line = self._kth_covered(in_sync, len(in_sync)) if in_sync else self.seq
+            self.alone_upto = max(self.alone_upto, line)
         else:  # refusing: what is already waiting is released as it reaches any disks
             line = self._kth_covered(list(self.followers.values()), self.sync_replicas)
         self._released = max(self._released, line)
         return self._released
+
+    def alone_covered(self, now: float) -> bool:
+        """Whether the leader may stop being marked alone: it acknowledges replicated
+        writes again, and every follower it knows has all it acknowledged alone."""
+        views = list(self.followers.values())
+        return (
+            self.mode(now) is Mode.REPLICATED
+            and bool(views)
+            and self._kth_covered(views, len(views)) >= self.alone_upto
+        )
 
     # --- inside ---------------------------------------------------------------------------
 

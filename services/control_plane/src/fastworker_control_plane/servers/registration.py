@@ -61,6 +61,7 @@ class RegistrationHandler:
                     local=local,
                     confirms=message.confirms,
                     queues=message.queues,
+                    holding=message.holding,
                 )
                 return Registered(
                     worker_id=worker_id,

@@ -396,7 +396,13 @@
       if (source !== es) return;
       setConnection('connected');
       reconnectDelay = 1000;
-      if (everConnected) resync(); // events were lost while we were away
+      // The stream carries what happens from now on: what happened before reaches the page
+      // only through the lists. After a reconnect, reload everything (events were lost while
+      // we were away). On the first open, the lists loadAll asked for may predate the stream
+      // (a slow connection, or one refused before it opened): a task that finished in
+      // between would never show, so load again what the events keep current.
+      if (everConnected) resync();
+      else catchUp();
       everConnected = true;
     });
     es.addEventListener('error', () => {
@@ -1130,7 +1136,9 @@
 
   /**
    * A task summary (or full task) from the API. Its state wins unless the event stream
-   * moved the task on after the request was sent (`seqAtRequest`).
+   * moved the task on after the request was sent (`seqAtRequest`), or it would take a
+   * final task back: a final state is the last, so an answer that has the task still on
+   * its way is older (answers to requests under way at once may come in any order).
    */
   function mergeApiTask(item, seqAtRequest, { insert = true } = {}) {
     if (!item || !item.task_id) return;
@@ -1139,7 +1147,9 @@
       if (!insert) return;
       record = newRecord(item.task_id, item.submitted_at ?? item.started_at ?? item.finished_at);
     }
-    const apiIsCurrent = record.lastEventSeq <= seqAtRequest || record.status === item.status;
+    const older = FINAL_STATES.has(record.status) && !FINAL_STATES.has(item.status);
+    const apiIsCurrent =
+      (record.lastEventSeq <= seqAtRequest && !older) || record.status === item.status;
     if (item.name) record.name = item.name;
     if (item.priority) record.priority = item.priority;
     if (isNum(item.submitted_at)) record.submitted_at = item.submitted_at;
@@ -1749,6 +1759,12 @@
 
   function resync() {
     loadAll();
+    for (const handler of resyncHandlers) handler();
+  }
+
+  /** The lists the stream's events update (the others come with its first snapshot). */
+  function catchUp() {
+    loadTasks(statusFilter);
     for (const handler of resyncHandlers) handler();
   }
 
