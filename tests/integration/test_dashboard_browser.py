@@ -5,6 +5,7 @@ a failed task's traceback. A screenshot of the final page is saved with the test
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from harness import Cluster
 
 skip_without_chromium()
 
-from playwright.async_api import Browser, Page  # noqa: E402
+from playwright.async_api import Browser, Page, Route  # noqa: E402
 
 
 @pytest.fixture
@@ -104,3 +105,44 @@ async def test_the_dashboard_follows_a_workload_live_and_shows_a_failed_tasks_tr
         await page.click("#task-detail-close")
         await detail.wait_for(state="hidden", timeout=LIVE_TIMEOUT_MS)
         assert errors == []
+
+
+async def test_tasks_that_finished_before_the_live_stream_connected_still_show(
+    cluster: Cluster, browser: Browser
+) -> None:
+    cluster.control_plane(local_concurrency=0)
+    cluster.subworker()
+    async with cluster.client() as client:
+        await cluster.workers(client, 1)
+        page = await browser.new_page()
+        # Given a page whose event stream connects only after a workload ran (a slow
+        # connection), and whose task list was loaded before the workload began
+        stream_may_connect = asyncio.Event()
+
+        async def hold_the_stream(route: Route) -> None:
+            await stream_may_connect.wait()
+            await route.continue_()
+
+        await page.route("**/api/events", hold_the_stream)
+        async with page.expect_response(lambda r: "/api/tasks?" in r.url) as listed:
+            await page.goto(cluster.http + "/")
+        assert await (await listed.value).json() == []
+
+        # When tasks succeed and fail before the stream connects
+        succeeded = [await client.delay("add", i, 1) for i in range(3)]
+        failed = await client.delay("explode", "early")
+        await client.wait_results([*succeeded, failed], timeout=30)
+        stream_may_connect.set()
+
+        # Then once it connects, the page lists them in their final states
+        await page.wait_for_function(
+            """([succeeded, failed]) => {
+                const status = (id) => document.querySelector(
+                    `#tasks-table tr[data-task-id="${id}"]`)?.dataset.status;
+                return succeeded.every(id => status(id) === "success")
+                    && status(failed) === "failure";
+            }""",
+            arg=[succeeded, failed],
+            timeout=LIVE_TIMEOUT_MS,
+        )
+        await wait_for_number(page, "#count-failed", 1)
