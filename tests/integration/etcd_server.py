@@ -2,7 +2,9 @@
 
 ``EtcdServer(tmp_path)`` starts a single-member cluster with its data in ``tmp_path``;
 ``stop()`` and ``start()`` again bring the same member back with its data (leases and keys
-survive, as on a real restart). Only 127.0.0.1 is ever contacted; proxies are ignored.
+survive, as on a real restart). Only 127.0.0.1 is ever contacted, unless ``host`` names
+another address to serve on (with ``prefix``, e.g. ``ip netns exec NS``, to run it in the
+network namespace that has it); proxies are ignored.
 """
 
 from __future__ import annotations
@@ -30,7 +32,11 @@ def runnable() -> bool:
 
 
 class EtcdServer:
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(
+        self, tmp_path: Path, host: str = "127.0.0.1", prefix: tuple[str, ...] = ()
+    ) -> None:
+        self.host = host
+        self.prefix = prefix
         self.data_dir = tmp_path / "etcd-data"
         self.log_path = tmp_path / "etcd.log"
         self.client_port = free_port_block()
@@ -39,7 +45,7 @@ class EtcdServer:
 
     @property
     def endpoint(self) -> str:
-        return f"127.0.0.1:{self.client_port}"
+        return f"{self.host}:{self.client_port}"
 
     def url(self, prefix: str) -> str:
         return f"etcd://{self.endpoint}/{prefix}"
@@ -49,11 +55,12 @@ class EtcdServer:
             raise RuntimeError(
                 f"{ETCD} not found: install Debian's etcd-server (scripts/test does)"
             )
-        client = f"http://127.0.0.1:{self.client_port}"
-        peer = f"http://127.0.0.1:{self.peer_port}"
+        client = f"http://{self.host}:{self.client_port}"
+        peer = f"http://{self.host}:{self.peer_port}"
         with self.log_path.open("ab") as log:
             self._proc = subprocess.Popen(
                 [
+                    *self.prefix,
                     str(ETCD),
                     "--name=test",
                     f"--data-dir={self.data_dir}",

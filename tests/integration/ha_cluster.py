@@ -1,14 +1,18 @@
 """Replicated control planes for one test: etcd elects, each replica has its own ports
-and state dir, and the harness says who leads (from each replica's ``/readyz``)."""
+and state dir, and the harness says who leads (from each replica's ``/readyz``).
+
+Each replica runs on loopback, or in a ``Place`` of its own (a host of netns.py): it binds
+and advertises that place's address, and its command starts with the place's prefix."""
 
 from __future__ import annotations
 
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from etcd_server import EtcdServer
 from harness import Cluster, Proc, wait_until
@@ -17,6 +21,17 @@ from fastworker import Client
 from fastworker.testing import free_ports_apart
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+LOOPBACK = "127.0.0.1"
+
+
+class Place(Protocol):
+    """Where a process runs: the address it has there, what its command starts with."""
+
+    @property
+    def address(self) -> str: ...
+
+    @property
+    def prefix(self) -> tuple[str, ...]: ...
 
 
 @dataclass
@@ -27,14 +42,16 @@ class Replica:
     http_port: int
     state_dir: Path
     proc: Proc | None = None
+    host: str = LOOPBACK
+    prefix: tuple[str, ...] = ()
 
     @property
     def discovery(self) -> str:
-        return f"tcp://127.0.0.1:{self.discovery_port}"
+        return f"tcp://{self.host}:{self.discovery_port}"
 
     def readyz(self) -> dict[str, Any]:
         """``/readyz``'s JSON ({} if the replica does not answer)."""
-        url = f"http://127.0.0.1:{self.http_port}/readyz"
+        url = f"http://{self.host}:{self.http_port}/readyz"
         try:
             with _OPENER.open(url, timeout=2) as reply:
                 return dict(json.load(reply))
@@ -44,15 +61,20 @@ class Replica:
             return {}
 
     def metrics(self) -> str:
-        with _OPENER.open(f"http://127.0.0.1:{self.http_port}/metrics", timeout=2) as reply:
+        with _OPENER.open(f"http://{self.host}:{self.http_port}/metrics", timeout=2) as reply:
             return str(reply.read().decode())
 
 
 class Replicas:
-    """Replicas ``names`` of one control plane, elected through ``etcd``."""
+    """Replicas ``names`` of one control plane, elected through ``etcd``, each in its place
+    in ``places`` (loopback if it has none)."""
 
     def __init__(
-        self, cluster: Cluster, etcd: EtcdServer, names: tuple[str, ...] = ("a", "b")
+        self,
+        cluster: Cluster,
+        etcd: EtcdServer,
+        names: tuple[str, ...] = ("a", "b"),
+        places: Mapping[str, Place] | None = None,
     ) -> None:
         self.cluster = cluster
         self.etcd = etcd
@@ -64,6 +86,9 @@ class Replicas:
             base, discovery, http = next(ports), next(ports), next(ports)
             state = cluster.tmp / f"state-{name}"
             self.replicas[name] = Replica(name, base, discovery, http, state)
+            if places and name in places:
+                self.replicas[name].host = places[name].address
+                self.replicas[name].prefix = places[name].prefix
 
     @property
     def discovery(self) -> str:
@@ -96,8 +121,10 @@ class Replicas:
             "0",
             "--shutdown-timeout",
             "3",
+            *(("--host", replica.host) if replica.host != LOOPBACK else ()),
             *extra,
             env=env,
+            prefix=replica.prefix,
         )
         return replica
 
@@ -105,7 +132,7 @@ class Replicas:
         for name in self.replicas:
             self.start(name, *extra)
 
-    def subworker(self, concurrency: int = 4) -> Proc:
+    def subworker(self, concurrency: int = 4, place: Place | None = None) -> Proc:
         return self.cluster.spawn(
             "subworker",
             "subworker",
@@ -115,6 +142,7 @@ class Replicas:
             self.discovery,
             "--concurrency",
             str(concurrency),
+            prefix=place.prefix if place else (),
         )
 
     def client(self, **options: Any) -> Client:

@@ -116,9 +116,16 @@ class Cluster:
         env.update(extra)
         return env
 
-    def spawn(self, name: str, *args: str, env: dict[str, str] | None = None) -> Proc:
-        """Run ``fastworker ARGS``; a control plane gets a free HTTP port (``http_port``)
-        unless ARGS choose one."""
+    def spawn(
+        self,
+        name: str,
+        *args: str,
+        env: dict[str, str] | None = None,
+        prefix: tuple[str, ...] = (),
+    ) -> Proc:
+        """Run ``fastworker ARGS`` (after ``prefix``, e.g. ``ip netns exec NS``, which must
+        exec it); a control plane gets a free HTTP port (``http_port``) unless ARGS
+        choose one."""
         if args[:1] == ("control-plane",) and "--http-port" not in args:
             ours = {*range(self.base_port, self.base_port + 6), self.discovery_port}
             self.http_port = free_port_block(1, avoid=ours)
@@ -127,7 +134,7 @@ class Cluster:
         log = self.tmp / f"{name}-{self.spawned - 1}.log"
         with log.open("wb") as out:
             popen = subprocess.Popen(
-                [sys.executable, "-m", "fastworker.cli", *args],
+                [*prefix, sys.executable, "-m", "fastworker.cli", *args],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
