@@ -239,12 +239,6 @@ async def test_a_follower_trusting_another_ca_never_gets_in_sync(
     assert follower.proc.popen.poll() is None  # it keeps trying, as for a lost leader
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a follower whose TLS handshake with its leader fails logs nothing about it: "
-    "FollowerLink dials with block=False and treats every failed exchange as silence "
-    "(ha/follower.py _exchange), so its log says only 'replication: following'",
-)
 async def test_a_follower_trusting_another_ca_logs_why_it_cannot_follow(
     replicas: Replicas, certs: Certs
 ) -> None:

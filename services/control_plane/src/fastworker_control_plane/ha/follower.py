@@ -60,6 +60,7 @@ class FollowerLink:
         self.heard_at: float | None = None  # monotonic time of the last answer
         self.lost = asyncio.Event()  # the connection to the leader followed dropped
         self.found = asyncio.Event()  # not lost: connected, or following another leader
+        self._connected = asyncio.Event()  # a connection to the leader followed is up
         self._pipes: set[int] = set()
 
     @property
@@ -71,6 +72,7 @@ class FollowerLink:
         if address != self._leader:
             self._leader = address
             self._set_lost(False)
+            self._connected.clear()
             self._changed.set()
 
     async def run(self) -> None:
@@ -103,6 +105,7 @@ class FollowerLink:
         )
         socket.dial(address, block=False)
         log.info("replication: following", leader=address)
+        diagnosis = asyncio.ensure_future(self._diagnose(address))
         said: m.FollowerMessage = self._ack(self.follower.ack())
         try:
             while not self._changed.is_set():
@@ -114,7 +117,33 @@ class FollowerLink:
                 if reply is not None:
                     said = reply
         finally:
+            diagnosis.cancel()
             socket.close()
+
+    async def _diagnose(self, address: str) -> None:
+        """No connection to the leader within ``silence``: dial once more, on a socket of
+        its own, and log why that fails (the background dialer says nothing)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._connected.wait(), self._silence)
+            return
+        probe = pynng.Req0(tls_config=dial_config(address, self._tls))
+        try:
+            dialing = asyncio.to_thread(probe.dial, address, block=True)
+            await asyncio.wait_for(dialing, self._silence)
+        except pynng.NNGException as exc:
+            error, hint = str(exc), _hint(address, exc)
+        except TimeoutError:
+            error, hint = f"no answer within {self._silence:g} s", "is the leader reachable?"
+        else:
+            return
+        finally:
+            probe.close()
+        log.warning(
+            "replication: cannot connect to the leader; retrying",
+            leader=address,
+            error=error,
+            hint=hint,
+        )
 
     async def _exchange(self, socket: pynng.Req0, said: m.FollowerMessage) -> bytes | None:
         context = socket.new_context()
@@ -169,12 +198,14 @@ class FollowerLink:
         if address == self._leader:
             self._pipes.add(pipe)
             self._set_lost(False)
+            self._connected.set()
 
     def _pipe_down(self, address: str, pipe: int) -> None:
         if address == self._leader and pipe in self._pipes:
             self._pipes.discard(pipe)
             if not self._pipes:
                 self._set_lost(True)
+                self._connected.clear()
 
     def _set_lost(self, lost: bool) -> None:
         (self.lost if lost else self.found).set()
@@ -189,6 +220,17 @@ async def _ask(context: pynng.Context, data: bytes) -> bytes:
     await context.asend(data)
     answer: bytes = await context.arecv()
     return answer
+
+
+def _hint(address: str, error: pynng.NNGException) -> str | None:
+    """What to check for a failed dial, where the error alone does not say."""
+    tls_failed = isinstance(error, pynng.CryptoError | pynng.AuthenticationError)
+    if address.startswith("tls+") and tls_failed:
+        return (
+            "the TLS handshake failed: the leader's certificate must be signed by the CA "
+            "of --tls-ca, and name the host it is dialed at"
+        )
+    return None
 
 
 def _call_soon(
