@@ -230,3 +230,43 @@ async def test_a_replica_that_knows_no_leader_is_reported_as_one_not_as_absent(
     said = str(raised.value)
     assert f"a control plane listens at {replica.discovery} but named no leader" in said
     assert "Start one with" not in said
+
+
+async def test_a_client_dialing_a_follower_is_told_where_the_leader_is(
+    replicas: Replicas, running: tuple[Replica, Replica]
+) -> None:
+    # Given a client given a follower's own address, not the discovery addresses
+    leader, follower = running
+    direct = Client(address=f"tcp://127.0.0.1:{follower.base_port}", timeout=2, retries=0)
+    # When it submits (and a subworker registers) there
+    async with direct:
+        with pytest.raises(ControlPlaneUnavailable) as raised:
+            await direct.delay("add", 1, 1)
+    # Then the answer says this is a follower, and which replica leads at which address
+    said = str(raised.value)
+    assert "is a follower replica" in said
+    assert f"the leader is {leader.readyz()['replica']}" in said
+    assert f"submit address tcp://127.0.0.1:{leader.base_port}" in said
+
+
+async def test_a_restarted_follower_learns_the_leader_at_once_not_after_a_lease(
+    replicas: Replicas,
+) -> None:
+    # Given replicas with a long lease (30 s), and the follower stopped and started again
+    replicas.start_all("--lease-duration", "30")
+    leader = await replicas.leader(timeout=60)
+    await replicas.in_sync(leader)
+    follower = next(r for r in replicas.replicas.values() if r is not leader)
+    assert follower.proc is not None
+    follower.proc.stop()
+    restarted_at = time.monotonic()
+    replicas.start(follower.name)
+
+    # Then it follows the leader and catches up long before a lease has passed (it reads
+    # the leader key at once, instead of campaigning only once a lease has gone by)
+    async def caught_up() -> bool:
+        said = follower.readyz()
+        return said.get("role") == "follower" and said.get("phase") == "in_sync"
+
+    await wait_until(caught_up, 20, "the restarted follower to catch up")
+    print(f"in sync {time.monotonic() - restarted_at:.2f} s after it started (lease: 30 s)")

@@ -156,7 +156,12 @@ class ReplicatedControlPlane:
         )
         self.link = link
         standby = Standby(
-            self.config, self.collector, self._standby_readiness, self.details, self._supervisor
+            self.config,
+            self.collector,
+            self._standby_readiness,
+            self.details,
+            self._supervisor,
+            self._where_the_leader_is,
         )
         receiving = self._supervisor.spawn("the follower link", link.run())
         deposing = self._supervisor.spawn(
@@ -243,6 +248,20 @@ class ReplicatedControlPlane:
         if leader is None:
             return "follower: no leader elected yet"
         return f"follower of {leader.leader_id} (epoch {leader.epoch}): not serving"
+
+    def _where_the_leader_is(self) -> str:
+        """The answer of a follower's client ports to every request."""
+        me = f"this control plane is a follower replica ({self.candidate_id}), not the leader"
+        leader = self._elector.leader if self._elector is not None else None
+        if leader is None:
+            return f"{me}, and no leader is elected yet: retry in a moment"
+        found = addresses.announcement(leader, __version__)
+        where = f", submit address {found.submit[0]}" if found is not None else ""
+        return (
+            f"{me}: the leader is {leader.leader_id} (epoch {leader.epoch}{where}); give "
+            "clients and subworkers every replica's discovery address, comma-separated, "
+            "to follow whichever leads"
+        )
 
     # --- leading -------------------------------------------------------------------------------
 
