@@ -24,6 +24,7 @@ from bench.chord_scenario import CHORD
 from bench.cluster import Cluster, running_cluster
 from bench.config import HA_TOPOLOGIES, REPLICATED, BenchConfig
 from bench.cpu_scenario import CPU_BOUND, speedups, task_entry, turns
+from bench.failover import FAILOVER_UNITS, measure_failovers
 from bench.floor import FLOOR_UNITS, floor_session, measure_floor
 from bench.floor_blocking import BLOCKING_FLOOR_UNITS, blocking_floor_session
 from bench.ha_cluster import running_ha_cluster
@@ -117,9 +118,15 @@ class Runner:
         self.results.update(speedups(self.results))
 
     async def _ha(self) -> None:
-        """The durable control plane and the replicated one, side by side (``ha_scenario``)."""
+        """The durable control plane and the replicated one, side by side (``ha_scenario``),
+        then ``kill -9`` of the replicated one's leader under load (``failover``)."""
         await self._side_by_side(ha_scenario.WORKLOADS, HA_TOPOLOGIES, None)
         self.results.update(ha_scenario.paired(self.results))
+
+        async def failovers() -> Collected:
+            return await measure_failovers(self.supervisor, self.config.repeats)
+
+        await self._record(FAILOVER_UNITS, f"{ha_scenario.NAME}.{{}}.{REPLICATED}", failovers)
 
     async def _side_by_side(
         self, workloads: Sequence[Scenario], topologies: Sequence[str], concurrency: int | None

@@ -141,6 +141,7 @@ HA_KEYS = (
     "ha.batch.tasks_per_s.ratio",
     "ha.latency.p50_ms.added",
     "ha.latency.p99_ms.added",
+    *(f"ha.{metric}.cp-ha" for metric in ("failover_s", "reruns", "finished_reruns")),
 )
 
 
