@@ -57,14 +57,15 @@ class RequestChannel:
         if on_lost is not None:
             loop = asyncio.get_running_loop()
 
-            def removed(_pipe: pynng.Pipe) -> None:  # an NNG thread
-                with contextlib.suppress(RuntimeError):  # the loop has closed
-                    loop.call_soon_threadsafe(self._lost, on_lost)
+            def removed(pipe: pynng.Pipe) -> None:  # an NNG thread, before pynng forgets it
+                if not any(other.id != pipe.id for other in self._socket.pipes):
+                    with contextlib.suppress(RuntimeError):  # the loop has closed
+                        loop.call_soon_threadsafe(self._lost, on_lost)
 
             self._socket.add_post_pipe_remove_cb(removed)
 
     def _lost(self, on_lost: Callable[[], None]) -> None:
-        if not self._closed and not self.connected:
+        if not self._closed:
             on_lost()
 
     @property
