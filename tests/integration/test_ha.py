@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ from ha_cluster import Replica, Replicas
 from ha_stream import Stream
 from harness import Cluster, wait_until
 
-from fastworker import Client, ControlPlaneUnavailable
+from fastworker import Client, ControlPlaneUnavailable, FastWorkerError, SyncClient
 
 pytestmark = pytest.mark.skipif(not runnable(), reason="etcd-server is not installed")
 
@@ -270,3 +271,48 @@ async def test_a_restarted_follower_learns_the_leader_at_once_not_after_a_lease(
 
     await wait_until(caught_up, 20, "the restarted follower to catch up")
     print(f"in sync {time.monotonic() - restarted_at:.2f} s after it started (lease: 30 s)")
+
+
+async def test_blocking_calls_one_at_a_time_go_on_across_a_kill_9_of_the_leader(
+    replicas: Replicas, running: tuple[Replica, Replica]
+) -> None:
+    # Given a web process's blocking client, one call at a time, with no retries of its own
+    leader, _ = running
+    acked: list[str] = []
+    failed: list[BaseException] = []
+    stop = threading.Event()
+
+    def calls() -> None:
+        with SyncClient(replicas.discovery, timeout=25, retries=0) as client:
+            number = 0
+            while not stop.is_set():
+                number += 1
+                try:
+                    acked.append(client.apply_async("add", (number, 1), task_id=f"b-{number}"))
+                except FastWorkerError as exc:
+                    failed.append(exc)
+
+    caller = threading.Thread(target=calls)
+    caller.start()
+    try:
+
+        async def acknowledged(count: int) -> None:
+            async def enough() -> bool:
+                return len(acked) >= count
+
+            await wait_until(enough, 30, f"{count} blocking calls acknowledged")
+
+        await acknowledged(50)
+        # When the leader is killed mid-stream
+        assert leader.proc is not None
+        leader.proc.signal(signal.SIGKILL)
+        await replicas.leader(other_than=leader.name)
+        # Then the calls go on with the new leader, and none of them failed
+        await acknowledged(len(acked) + 50)
+    finally:
+        stop.set()
+        await asyncio.to_thread(caller.join)
+    assert failed == []
+    async with replicas.client() as client:
+        results = await client.wait_results(list(acked), timeout=30)
+    assert {r.status for r in results} == {"success"}
