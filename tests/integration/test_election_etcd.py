@@ -325,3 +325,65 @@ async def test_an_etcd_that_requires_credentials_ends_the_campaign_with_a_clear_
 
 async def every_event(elector: Elector) -> list[ElectionEvent]:
     return [event async for event in elector.events()]
+
+
+async def test_a_leader_deposed_before_its_lease_ends_is_replaced_at_once(
+    candidates: Callable[..., Recorded],
+) -> None:
+    # Given a leader with a long lease (30 s), and a candidate watching it
+    a, b = candidates("a", lease=30.0), candidates("b", lease=30.0)
+    await a.elector.start()
+    await wait_until(lambda: bool(a.elected()), 5, "a leads")
+    await b.elector.start()
+    await wait_until(lambda: b.elector.leader is not None, 5, "b sees a")
+    term = a.elected()[0][1].term
+    # When b deposes a's term (its process proven gone, in the replicas' use)
+    assert await b.elector.depose(term)
+    # Then b leads at once, not after the lease, and a learns its term is over
+    await wait_until(lambda: bool(b.elected()), 5, "b takes over")
+    await wait_until(lambda: bool(a.lost()), 10, "a learns it lost")
+    assert a.lost()[0][1].reason == "leader key deleted or replaced"
+    # And deposing a term that is over changes nothing
+    assert not await a.elector.depose(term)
+    assert b.elector.leading() is not None
+
+
+async def test_a_leader_marked_alone_cannot_be_deposed_until_it_clears_the_mark(
+    candidates: Callable[..., Recorded],
+) -> None:
+    # Given a leader that marked itself acknowledging alone
+    a, b = candidates("a", lease=30.0), candidates("b", lease=30.0)
+    await a.elector.start()
+    await wait_until(lambda: bool(a.elected()), 5, "a leads")
+    await b.elector.start()
+    await wait_until(lambda: b.elector.leader is not None, 5, "b sees a")
+    term = a.elected()[0][1].term
+    assert await a.elector.record_alone(True)
+    # Then no one may depose it: what it acknowledged alone would be left behind
+    assert not await b.elector.depose(term)
+    assert a.elector.leading() == term
+    # And once it clears the mark (its followers have it all), it may be
+    assert await a.elector.record_alone(False)
+    assert await b.elector.depose(term)
+    await wait_until(lambda: bool(b.elected()), 5, "b takes over")
+    # And the deposed leader can no longer mark anything: its term is over
+    assert not await a.elector.record_alone(True)
+
+
+async def test_a_candidate_that_only_watches_learns_the_leader_at_once_and_never_leads(
+    candidates: Callable[..., Recorded],
+) -> None:
+    # Given a leader, and a second candidate that watches without campaigning
+    a, b = candidates("a", lease=30.0), candidates("b", lease=30.0)
+    await a.elector.start()
+    await wait_until(lambda: bool(a.elected()), 5, "a leads")
+    await b.elector.watch()
+    # Then it learns who leads at once (not after a lease)
+    await wait_until(lambda: b.elector.leader is not None, 5, "b sees a")
+    assert b.elector.leader == a.elected()[0][1].term
+    # And when the leader resigns it does not take over, until it campaigns
+    await a.elector.resign()
+    await wait_until(lambda: b.elector.leader is None, 5, "b sees no leader")
+    assert not b.elected()
+    await b.elector.start()
+    await wait_until(lambda: bool(b.elected()), 5, "b leads once it campaigns")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,7 +55,10 @@ class Leader:
 
 
 async def start_leader(
-    directory: Path, auth_token: str | None = None, **settings: object
+    directory: Path,
+    auth_token: str | None = None,
+    record_alone: Callable[[bool], Awaitable[bool]] | None = None,
+    **settings: object,
 ) -> Leader:
     directory.mkdir()  # noqa: ASYNC240 (a test's own temporary directory)
     board = TaskBoard()
@@ -72,6 +75,7 @@ async def start_leader(
         lambda: leading[0],
         ReplicationSettings(lag_bound=LAG_BOUND, heartbeat=0.1, **settings),  # type: ignore[arg-type]
         on_step_down=stepped.append,
+        record_alone=record_alone,
         auth_token=auth_token,
     )
     engine.replication = replication
@@ -157,6 +161,68 @@ async def test_without_a_follower_the_leader_goes_on_alone_after_the_lag_bound(
     waited = time.monotonic() - started
     assert leader.replication.mode is Mode.ALONE
     assert waited < LAG_BOUND * 3
+
+
+class Coordinator:
+    """Where a leader marks acknowledging alone: each call recorded, each answer held
+    until ``answer`` (``None``: not yet)."""
+
+    def __init__(self) -> None:
+        self.calls: list[bool] = []
+        self.answer: bool | None = None
+
+    async def record_alone(self, alone: bool) -> bool:
+        self.calls.append(alone)
+        await until(lambda: self.answer is not None)
+        assert self.answer is not None
+        return self.answer
+
+
+async def test_a_leader_marks_acknowledging_alone_before_it_does_and_clears_it_after(
+    tmp_path: Path,
+) -> None:
+    # Given a replicated leader whose follower is gone, and a slow coordinator
+    etcd = Coordinator()
+    leader = await start_leader(tmp_path / "leader", record_alone=etcd.record_alone)
+    try:
+        async with following(tmp_path / "follower", leader):
+            await until(lambda: leader.replication.mode is Mode.REPLICATED)
+        submit(leader.engine, "after")
+        acknowledged = asyncio.ensure_future(leader.engine.outbox.durable())
+        # When the leader would go alone, it first asks to be marked so: meanwhile
+        # nothing it alone has is acknowledged
+        await until(lambda: etcd.calls == [True])
+        await asyncio.wait([acknowledged], timeout=LAG_BOUND)
+        assert not acknowledged.done()
+        # Once the mark is recorded, the write is acknowledged alone
+        etcd.answer = True
+        await acknowledged
+        assert leader.replication.mode is Mode.ALONE
+        # And once the follower is back and has it all, the mark is cleared
+        async with following(tmp_path / "follower", leader):
+            await until(lambda: etcd.calls == [True, False])
+            assert leader.replication.tracker.alone_permitted is False
+    finally:
+        etcd.answer = True
+        await stop_leader(leader)
+
+
+async def test_a_leader_the_coordinator_will_not_mark_acknowledges_nothing_alone(
+    tmp_path: Path,
+) -> None:
+    # Given a leader whose term is over in the coordinator (the mark is refused)
+    etcd = Coordinator()
+    etcd.answer = False
+    leader = await start_leader(tmp_path / "leader", record_alone=etcd.record_alone)
+    try:
+        submit(leader.engine, "alone")
+        acknowledged = asyncio.ensure_future(leader.engine.outbox.durable())
+        # Then the write, on its disk alone, is never acknowledged
+        await until(lambda: len(etcd.calls) >= 2)
+        assert not acknowledged.done()
+        acknowledged.cancel()
+    finally:
+        await stop_leader(leader)
 
 
 async def test_with_require_sync_a_leader_without_followers_refuses_writes(tmp_path: Path) -> None:

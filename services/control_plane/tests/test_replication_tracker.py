@@ -163,3 +163,34 @@ def test_alone_with_two_sync_replicas_it_still_waits_for_the_follower_left_in_sy
     # And once that follower is silent past the lag bound, on the leader's disk alone
     second = t.committed(200, T0 + 0.3)
     assert t.releasable(T0 + 2.5) == second
+
+
+def test_alone_without_the_mark_only_replicated_commits_are_released() -> None:
+    # Given a leader not yet marked as acknowledging alone, with no follower in sync
+    t = tracker(alone_permitted=False)
+    t.acked("a", LOG, 10, T0)
+    first = t.committed(100, T0 + 0.1)
+    t.committed(200, T0 + 0.2)
+    t.acked("a", LOG, 100, T0 + 0.3)
+    # When the follower falls silent past the lag bound
+    assert t.mode(T0 + 5) is Mode.ALONE
+    # Then only what it has is released, until the mark allows the rest
+    assert t.releasable(T0 + 5) == first
+    t.alone_permitted = True
+    assert t.releasable(T0 + 5) == t.seq
+
+
+def test_the_mark_may_go_once_every_follower_has_what_was_acknowledged_alone() -> None:
+    # Given commits acknowledged alone
+    t = tracker()
+    t.committed(100, T0)
+    alone = t.committed(200, T0)
+    assert t.releasable(T0) == alone
+    assert not t.alone_covered(T0)  # no follower at all
+    # When a follower acknowledges part of them, then all
+    t.acked("a", LOG, 100, T0 + 0.1)
+    assert not t.alone_covered(T0 + 0.1)
+    t.acked("a", LOG, 200, T0 + 0.2)
+    # Then the leader may stop being marked alone
+    assert t.mode(T0 + 0.2) is Mode.REPLICATED
+    assert t.alone_covered(T0 + 0.2)

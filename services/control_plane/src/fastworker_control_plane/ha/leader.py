@@ -116,6 +116,7 @@ class LeaderReplication:
         )
         self._record_alone = record_alone
         self._marking: asyncio.Task[None] | None = None
+        self._marked = False  # the coordinator may hold the mark (until a delete succeeds)
         self._waiting: deque[tuple[int, asyncio.Future[None]]] = deque()
         self._grew = asyncio.Event()
         self._mode = self.tracker.mode(clock())
@@ -161,7 +162,7 @@ class LeaderReplication:
         if self._record_alone is not None and self._marking is None:
             if mode is Mode.ALONE and not self.tracker.alone_permitted:
                 self._marking = asyncio.get_running_loop().create_task(self._mark(True))
-            elif self.tracker.alone_permitted and self.tracker.alone_covered(now):
+            elif self._marked and self.tracker.alone_covered(now):
                 self.tracker.alone_permitted = False  # before the mark goes, not after
                 self._marking = asyncio.get_running_loop().create_task(self._mark(False))
         while self._waiting and self._waiting[0][0] <= line:
@@ -172,6 +173,7 @@ class LeaderReplication:
     async def _mark(self, alone: bool) -> None:
         """Mark (or clear) acknowledging alone; once marked, release what it allows."""
         assert self._record_alone is not None
+        self._marked = self._marked or alone
         try:
             recorded = await self._record_alone(alone)
         except Exception as exc:  # the coordinator is unreachable: the next release retries
@@ -179,8 +181,9 @@ class LeaderReplication:
             recorded = False
         finally:
             self._marking = None
-        if alone and recorded:
-            self.tracker.alone_permitted = True
+        if recorded:
+            self.tracker.alone_permitted = alone
+            self._marked = alone
         if self._waiting or alone:
             self.release()
 
