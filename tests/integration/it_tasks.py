@@ -146,6 +146,21 @@ def attempts_seen(path: str, succeed_on: int) -> str:
 
 
 @task
+def witness(path: str, number: int) -> int:
+    """Appends its task id to ``path`` (one O_APPEND write, whole lines even when several
+    processes share the file), so a test can see that each task's side effect happened
+    and how many times; returns ``number + 1``."""
+    context = current_task()
+    assert context is not None
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(descriptor, f"{context.id}\n".encode())
+    finally:
+        os.close(descriptor)
+    return number + 1
+
+
+@task
 def tsum(values: list[float]) -> float:
     """Sums a list (a chord callback, or a DAG step fed all its parents)."""
     return sum(values)

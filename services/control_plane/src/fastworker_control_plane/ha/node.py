@@ -231,7 +231,7 @@ class ReplicatedControlPlane:
                 leader=term.leader_id,
                 epoch=term.epoch,
                 caught_up=caught_up,
-                process_gone=dead,
+                refused=dead,  # nothing listens: gone, or no longer leading
             )
             if dead and link.lost.is_set() and elector.leader == term:
                 with contextlib.suppress(ElectionError):
