@@ -3,7 +3,10 @@ subworkers each run in a network namespace of their own (netns.py), the client i
 root namespace, and packets between two of them are dropped while a client submits
 about 2,000 tasks/s.
 
-The cases are the table "What a network partition does" of the high-availability guide.
+The cases are the table "What a network partition does" of the high-availability guide:
+here the leader cut from its follower, and from its clients and subworkers; the leader
+cut from etcd, and alone on the minority side of three replicas, are steps of the chaos
+run (``test_ha_chaos.py``), which checks the same things.
 What every test holds to, once the partition has healed: each task the client saw
 acknowledged ends ``success`` with its own result, and no two replicas ever led in the
 same epoch (from each replica's ``leading`` log event). The longest time without an
@@ -191,27 +194,6 @@ def _stop(cluster: Cluster, request: pytest.FixtureRequest) -> None:
             print(f"\n--- {proc.name} (pid {proc.pid}) ---\n{proc.output()[-4000:]}")
 
 
-async def test_a_leader_cut_from_etcd_is_replaced_and_no_acknowledged_task_is_lost(
-    lab: Lab,
-) -> None:
-    # Given a leader and its follower under load
-    world = await lab.start()
-    leader = await world.leader()
-    (follower,) = world.others(leader)
-    # When the leader can no longer reach etcd (it still reaches everyone else)
-    cut_at = time.monotonic()
-    world.network.cut(world.hosts[leader.name], world.etcd_host)
-    # Then the follower is elected once the lease has run out, and acknowledges
-    assert await world.leader(other_than=leader.name) is follower
-    await world.acknowledged(2000)
-    # And once healed, the old leader follows the new one
-    world.network.heal(world.hosts[leader.name], world.etcd_host)
-    await world.follows(leader)
-    await world.replicas.in_sync(follower, timeout=TIMEOUT)
-    await world.acknowledged(1000)
-    await world.finish("leader cut from etcd", cut_at)
-
-
 async def test_a_leader_cut_from_its_follower_goes_on_alone_and_stays_the_only_leader(
     lab: Lab,
 ) -> None:
@@ -272,25 +254,3 @@ async def test_a_leader_cut_from_clients_and_subworkers_still_leads_and_loses_no
     await world.acknowledged(2000)
     assert world.replicas.leading() is leader
     await world.finish("leader cut from clients and subworkers", cut_at)
-
-
-async def test_a_leader_alone_on_the_minority_side_is_replaced_by_the_majority(
-    lab: Lab,
-) -> None:
-    # Given three replicas under load
-    world = await lab.start(("a", "b", "c"))
-    leader = await world.leader()
-    here = world.hosts[leader.name]
-    # When the leader is alone on one side, the two others, etcd, the subworkers and the
-    # clients on the other
-    cut_at = time.monotonic()
-    world.network.isolate(here)
-    # Then one of the two others is elected and acknowledges
-    new = await world.leader(other_than=leader.name)
-    await world.acknowledged(2000)
-    # And once healed, the old leader follows, and both followers are in sync
-    world.network.rejoin(here)
-    await world.follows(leader)
-    await world.replicas.in_sync(new, followers=2, timeout=TIMEOUT)
-    await world.acknowledged(1000)
-    await world.finish("leader alone on the minority side", cut_at)

@@ -220,38 +220,26 @@ async def follower_trusting_another_ca(replicas: Replicas, certs: Certs) -> Repl
     return follower
 
 
-async def test_a_follower_trusting_another_ca_never_gets_in_sync(
+async def test_a_follower_trusting_another_ca_never_gets_in_sync_and_logs_why(
     replicas: Replicas, certs: Certs
 ) -> None:
     # Given a follower trusting another CA than the one of its leader's certificate
     follower = await follower_trusting_another_ca(replicas, certs)
     leader = replicas.replicas["a"]
-
-    async def synced() -> bool:
-        return follower.readyz().get("phase") == "in_sync" or bool(leader.readyz().get("in_sync"))
-
-    # Then, for far longer than a follower takes to sync (well under 1 s), it never is
-    with pytest.raises(AssertionError, match="timed out"):
-        await wait_until(synced, 4, "the follower in sync")
-    assert follower.readyz().get("phase") == "catching_up"
-    assert leader.readyz().get("replication") == "alone"
-    assert follower.proc is not None
-    assert follower.proc.popen.poll() is None  # it keeps trying, as for a lost leader
-
-
-async def test_a_follower_trusting_another_ca_logs_why_it_cannot_follow(
-    replicas: Replicas, certs: Certs
-) -> None:
-    # Given a follower trusting another CA than the one of its leader's certificate
-    follower = await follower_trusting_another_ca(replicas, certs)
     assert follower.proc is not None
     proc = follower.proc
 
-    # Then its log soon says why it cannot follow: the leader's certificate
+    # Then its log soon says why it cannot follow: the leader's certificate (it says so
+    # once it has had no connection for 3 s, far longer than a follower takes to sync)
     async def said_why() -> bool:
         return "certificate" in proc.output().lower()
 
-    await wait_until(said_why, 5, "the follower to log why it cannot follow")
+    await wait_until(said_why, 10, "the follower to log why it cannot follow")
+    # And by then it has received nothing: the leader counts no follower in sync
+    assert follower.readyz().get("phase") == "catching_up"
+    assert leader.readyz().get("replication") == "alone"
+    assert not leader.readyz().get("in_sync")
+    assert proc.popen.poll() is None  # it keeps trying, as for a lost leader
 
 
 async def test_a_replication_request_without_the_token_is_refused_with_no_journal_data(
