@@ -32,6 +32,7 @@ from fastworker_control_plane.election import (
     Elector,
     LostLeadership,
     ObservedLeader,
+    Term,
     elector_from_url,
 )
 
@@ -327,16 +328,23 @@ async def every_event(elector: Elector) -> list[ElectionEvent]:
     return [event async for event in elector.events()]
 
 
-async def test_a_leader_deposed_before_its_lease_ends_is_replaced_at_once(
+async def leading_and_seen(
     candidates: Callable[..., Recorded],
-) -> None:
-    # Given a leader with a long lease (30 s), and a candidate watching it
+) -> tuple[Recorded, Recorded, Term]:
+    """``a`` leading with a 30 s lease, ``b`` campaigning and seeing it; ``a``'s term."""
     a, b = candidates("a", lease=30.0), candidates("b", lease=30.0)
     await a.elector.start()
     await wait_until(lambda: bool(a.elected()), 5, "a leads")
     await b.elector.start()
     await wait_until(lambda: b.elector.leader is not None, 5, "b sees a")
-    term = a.elected()[0][1].term
+    return a, b, a.elected()[0][1].term
+
+
+async def test_a_leader_deposed_before_its_lease_ends_is_replaced_at_once(
+    candidates: Callable[..., Recorded],
+) -> None:
+    # Given a leader with a long lease (30 s), and a candidate watching it
+    a, b, term = await leading_and_seen(candidates)
     # When b deposes a's term (its process proven gone, in the replicas' use)
     assert await b.elector.depose(term)
     # Then b leads at once, not after the lease, and a learns its term is over
@@ -352,12 +360,7 @@ async def test_a_leader_marked_alone_cannot_be_deposed_until_it_clears_the_mark(
     candidates: Callable[..., Recorded],
 ) -> None:
     # Given a leader that marked itself acknowledging alone
-    a, b = candidates("a", lease=30.0), candidates("b", lease=30.0)
-    await a.elector.start()
-    await wait_until(lambda: bool(a.elected()), 5, "a leads")
-    await b.elector.start()
-    await wait_until(lambda: b.elector.leader is not None, 5, "b sees a")
-    term = a.elected()[0][1].term
+    a, b, term = await leading_and_seen(candidates)
     assert await a.elector.record_alone(True)
     # Then no one may depose it: what it acknowledged alone would be left behind
     assert not await b.elector.depose(term)

@@ -22,7 +22,6 @@ import collections
 import itertools
 import json
 import signal
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -35,9 +34,17 @@ from ha_cluster import Replica, Replicas
 from ha_stream import Stream
 from harness import Cluster, Proc, wait_until
 from netns import Network, netns_problem
-from test_ha_partitions import TIMEOUT, World, assert_one_leader_per_epoch
+from test_ha_partitions import (
+    TIMEOUT,
+    World,
+    assert_one_leader_per_epoch,
+    heal_all,
+    stop_and_show,
+    stop_stream,
+    workers_registered,
+)
 
-from fastworker import Client, FastWorkerError
+from fastworker import FastWorkerError
 
 pytestmark = [
     pytest.mark.skipif(not runnable(), reason="etcd-server is not installed"),
@@ -164,18 +171,18 @@ async def chaos(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator
         workers_host = network.host("workers")
         etcd = stack.enter_context(EtcdServer(tmp_path, etcd_host.address, etcd_host.prefix))
         cluster = Cluster(tmp_path)
-        stack.callback(_stop, cluster, request)
+        stack.callback(stop_and_show, cluster, request)
         replicas = Replicas(cluster, etcd, NAMES, places=hosts)
         replicas.start_all("--result-max-size", "1000000")
         leader = await replicas.leader(TIMEOUT)
         await replicas.in_sync(leader, followers=len(NAMES) - 1, timeout=TIMEOUT)
         subworkers = [replicas.subworker(place=workers_host) for _ in range(2)]
         client = await stack.enter_async_context(replicas.client())
-        await wait_until(_workers(client, 2), TIMEOUT, "2 subworkers")
+        await wait_until(workers_registered(client, 2), TIMEOUT, "2 subworkers")
         stream = Witnessed(client, runs=tmp_path / "runs")
         stream.start()
-        stack.push_async_callback(_stop_stream, stream)
-        stack.callback(_heal, network)
+        stack.push_async_callback(stop_stream, stream)
+        stack.callback(heal_all, network)
         await stream.count_at_least(AFTER_EACH_FAULT, TIMEOUT)
         world = World(network, etcd_host, workers_host, hosts, replicas, client, stream)
         yield Chaos(world, subworkers, stream.runs)
@@ -264,31 +271,3 @@ async def test_a_cluster_through_five_faults_loses_no_acknowledged_task_nor_its_
     # And no two replicas ever led in the same epoch
     assert_one_leader_per_epoch(replicas)
     print(f"wall time {time.monotonic() - started:.1f} s")
-
-
-def _workers(client: Client, count: int) -> Callable[[], Awaitable[bool]]:
-    async def registered() -> bool:
-        return len(await client.list_workers()) >= count
-
-    return registered
-
-
-def _heal(network: Network) -> None:
-    for host in list(network.hosts.values()):
-        network.rejoin(host)
-
-
-async def _stop_stream(stream: Stream) -> None:
-    if not stream._stop.is_set():
-        await stream.stop()
-
-
-def _stop(cluster: Cluster, request: pytest.FixtureRequest) -> None:
-    """Stop every process (a paused one cannot), and show the logs of a failed test."""
-    for proc in cluster.procs:
-        proc.signal(signal.SIGCONT)
-    cluster.stop()
-    report = getattr(request.node, "rep_call", None)
-    if report is not None and report.failed:
-        for proc in cluster.procs:
-            sys.stderr.write(f"\n--- {proc.name} (pid {proc.pid}) ---\n{proc.output()[-4000:]}")

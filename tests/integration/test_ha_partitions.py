@@ -143,7 +143,7 @@ class Lab:
         etcd = EtcdServer(self.tmp, etcd_host.address, etcd_host.prefix)
         self.stack.enter_context(etcd)
         cluster = Cluster(self.tmp)
-        self.stack.callback(_stop, cluster, self.request)
+        self.stack.callback(stop_and_show, cluster, self.request)
         replicas = Replicas(cluster, etcd, names, places=hosts)
         replicas.start_all("--result-max-size", "100000", *options)  # results the test reads
         leader = await replicas.leader(TIMEOUT)
@@ -151,11 +151,11 @@ class Lab:
         replicas.subworker(place=workers_host)
         replicas.subworker(place=workers_host)
         client = await self.stack.enter_async_context(replicas.client())
-        await wait_until(_workers(client, 2), TIMEOUT, "2 subworkers")
+        await wait_until(workers_registered(client, 2), TIMEOUT, "2 subworkers")
         stream = Stream(client)
         stream.start()
-        self.stack.push_async_callback(_stop_stream, stream)
-        self.stack.callback(_heal_all, network)
+        self.stack.push_async_callback(stop_stream, stream)
+        self.stack.callback(heal_all, network)
         await stream.count_at_least(2000, TIMEOUT)
         return World(network, etcd_host, workers_host, hosts, replicas, client, stream)
 
@@ -166,24 +166,24 @@ async def lab(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[L
         yield Lab(tmp_path, request, stack)
 
 
-def _workers(client: Client, count: int) -> Callable[[], Awaitable[bool]]:
+def workers_registered(client: Client, count: int) -> Callable[[], Awaitable[bool]]:
     async def registered() -> bool:
         return len(await client.list_workers()) >= count
 
     return registered
 
 
-def _heal_all(network: Network) -> None:
+def heal_all(network: Network) -> None:
     for host in list(network.hosts.values()):
         network.rejoin(host)
 
 
-async def _stop_stream(stream: Stream) -> None:
+async def stop_stream(stream: Stream) -> None:
     if not stream._stop.is_set():
         await stream.stop()
 
 
-def _stop(cluster: Cluster, request: pytest.FixtureRequest) -> None:
+def stop_and_show(cluster: Cluster, request: pytest.FixtureRequest) -> None:
     """Stop every process, and show the logs of a failed test."""
     for proc in cluster.procs:
         proc.signal(signal.SIGCONT)
