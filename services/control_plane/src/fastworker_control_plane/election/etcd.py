@@ -71,7 +71,7 @@ class EtcdElector(Elector):
     async def depose(self, term: Term) -> bool:
         request = wire.depose_request(self.target.leader_key, self.target.alone_key, term.epoch)
         deposed = wire.txn_succeeded(await self._http.post(wire.TXN, request))
-        log.warning("election.depose", epoch=term.epoch, leader=term.leader_id, ended=deposed)
+        log.info("election.depose", epoch=term.epoch, leader=term.leader_id, ended=deposed)
         return deposed
 
     async def record_alone(self, alone: bool) -> bool:
