@@ -123,6 +123,31 @@ async def test_a_paused_leader_steps_down_and_acknowledges_nothing_after(
         await replicas.in_sync(new)  # the old leader mirrors the new one
 
 
+async def test_calls_held_by_a_paused_leader_go_to_its_successor_within_their_time(
+    replicas: Replicas, running: tuple[Replica, Replica]
+) -> None:
+    # Given a client whose calls may each take two minutes (no retry: one long slot)
+    leader, follower = running
+    assert leader.proc is not None
+    async with replicas.client(timeout=120, retries=0) as client:
+        await client.delay("add", 0, 1)  # it follows the leader
+        # When the leader is paused with calls in flight (its connections stay open)
+        leader.proc.signal(signal.SIGSTOP)
+        paused_at = time.monotonic()
+        calls = [
+            asyncio.create_task(client.apply_async("add", (n, 1), task_id=f"held-{n}"))
+            for n in range(20)
+        ]
+        # Then they are sent again to the new leader once it leads, not when their time
+        # runs out, while the old one is still paused
+        handles = await asyncio.wait_for(asyncio.gather(*calls), 60)
+        took = time.monotonic() - paused_at
+        assert replicas.leading() is follower
+        results = await client.wait_results(list(handles), timeout=30)
+        assert [r.result for r in results] == [n + 1 for n in range(20)]
+        print(f"acknowledged by the new leader {took:.2f} s after the pause")
+
+
 async def test_a_follower_killed_and_restarted_under_load_catches_up(
     replicas: Replicas, running: tuple[Replica, Replica]
 ) -> None:

@@ -80,6 +80,9 @@ RESULTS: local.Lane = None  # the results channel's lane (the others are priorit
 log = logging.getLogger("fastworker.client")
 
 
+LOOK_AFTER = 1.0  # seconds a followed leader may take to answer before a successor is sought
+
+
 class Client(AsyncWorkflows, AsyncOperations, AsyncAdmin):
     """Async FastWorker client.
 
@@ -143,7 +146,7 @@ class Client(AsyncWorkflows, AsyncOperations, AsyncAdmin):
         self._announce: Announce | None = None  # whose channels these are (None: in-process)
         self._generation = 0  # of the channels: one more at every move to a new leader
         self._search: LeaderSearch | None = None
-        self._looking: asyncio.Task[bool] | None = None  # a look begun by a lost connection
+        self._looking: asyncio.Task[bool] | None = None  # a lost connection or slow reply
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -210,13 +213,14 @@ class Client(AsyncWorkflows, AsyncOperations, AsyncAdmin):
             s.tls,
             unreachable=unreachable,
             peer=peer,
-            on_lost=lambda: self._connection_lost(announce),
+            on_lost=lambda: self._look_for_successor(announce),
         )
 
-    def _connection_lost(self, announce: Announce) -> None:
-        """A connection to the leader that made ``announce`` dropped: if this client
-        follows it, look for a successor now, not when a call times out (calls in flight
-        move with the client, see ``_move_to``)."""
+    def _look_for_successor(self, announce: Announce) -> None:
+        """The leader that made ``announce`` may be gone (its connection dropped, or a call
+        got no reply within ``LOOK_AFTER``): if this client follows it, look for a
+        successor now, not when a call times out (calls in flight move with the client,
+        see ``_move_to``)."""
         search = self._search
         if search is None or announce is not self._announce:
             return
@@ -536,6 +540,7 @@ class Client(AsyncWorkflows, AsyncOperations, AsyncAdmin):
         channel, generation, sent = self._lane(lane), self._generation, message
         while True:
             timeout = attempts.timeout(loop.time())
+            slow = self._look_if_slow(wait)
             try:
                 return await channel.request(sent, reply_type, timeout, self.connect_timeout)
             except EncodeError as exc:  # nothing was sent
@@ -548,6 +553,19 @@ class Client(AsyncWorkflows, AsyncOperations, AsyncAdmin):
                 following = follows(self._announce, self._settings.address)
                 if not attempts.again(loop.time(), channel.connected, following):
                     raise
+            finally:
+                if slow is not None:
+                    slow.cancel()
+
+    def _look_if_slow(self, wait: float | None) -> asyncio.TimerHandle | None:
+        """A request to a followed leader that is not held (no ``wait``) and gets no reply
+        within ``LOOK_AFTER`` looks for a successor meanwhile: a paused or cut-off leader
+        keeps its connections, so nothing else says it is gone before the call's slot ends."""
+        announce = self._announce
+        if wait is not None or announce is None or not follows(announce, self._settings.address):
+            return None
+        loop = asyncio.get_running_loop()
+        return loop.call_later(LOOK_AFTER, self._look_for_successor, announce)
 
     async def _moved(
         self, generation: int, attempts: Attempts, back: Callable[[], bool] | None
