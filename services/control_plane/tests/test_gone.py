@@ -25,9 +25,9 @@ async def test_a_port_nothing_listens_on_is_proof_the_process_is_gone() -> None:
 
 
 async def test_a_port_something_listens_on_is_no_proof() -> None:
-    server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+    (port,) = free_ports_apart(1)
+    server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", port)
     try:
-        port = server.sockets[0].getsockname()[1]
         assert not await nothing_listens(f"tcp://127.0.0.1:{port}")
     finally:
         server.close()
@@ -36,10 +36,10 @@ async def test_a_port_something_listens_on_is_no_proof() -> None:
 
 async def test_a_listener_that_never_accepts_is_no_proof_either() -> None:
     # A full backlog looks like a host that does not answer: silence, not a refusal
+    (port,) = free_ports_apart(1)
     with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
+        listener.bind(("127.0.0.1", port))
         listener.listen(0)
-        port = listener.getsockname()[1]
         assert not await nothing_listens(f"tcp://127.0.0.1:{port}")
 
 

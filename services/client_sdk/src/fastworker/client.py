@@ -146,7 +146,6 @@ class Client(AsyncWorkflows, AsyncOperations, AsyncAdmin):
         self._announce: Announce | None = None  # whose channels these are (None: in-process)
         self._generation = 0  # of the channels: one more at every move to a new leader
         self._search: LeaderSearch | None = None
-        self._looking: asyncio.Task[bool] | None = None  # a lost connection or slow reply
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -221,19 +220,9 @@ class Client(AsyncWorkflows, AsyncOperations, AsyncAdmin):
         got no reply within ``LOOK_AFTER``): if this client follows it, look for a
         successor now, not when a call times out (calls in flight move with the client,
         see ``_move_to``)."""
-        search = self._search
-        if search is None or announce is not self._announce:
-            return
-        if not follows(announce, self._settings.address) or self._looking is not None:
-            return
-        until = asyncio.get_running_loop().time() + self.connect_timeout
-        self._looking = asyncio.get_running_loop().create_task(search.successor(announce, until))
-        self._looking.add_done_callback(self._looked)
-
-    def _looked(self, look: asyncio.Task[bool]) -> None:
-        self._looking = None
-        if not look.cancelled():
-            look.exception()  # a look that failed is no one's error: calls look again
+        search, address = self._search, self._settings.address
+        if search is not None and announce is self._announce and follows(announce, address):
+            search.look(announce, asyncio.get_running_loop().time() + self.connect_timeout)
 
     @property
     def started(self) -> bool:
@@ -250,8 +239,6 @@ class Client(AsyncWorkflows, AsyncOperations, AsyncAdmin):
             self._watcher.close()
         if self._search is not None:
             self._search.close()
-        if self._looking is not None:
-            self._looking.cancel()
         self._submit, self._coalescers, self._watcher = {}, {}, None
         self._results, self._announce, self._search = None, None, None
 

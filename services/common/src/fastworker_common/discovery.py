@@ -203,6 +203,20 @@ class LeaderSearch:
                 return False
         return False
 
+    def look(self, current: Announce, until: float) -> None:
+        """Begin a look for ``current``'s successor, lasting until ``until`` (loop time),
+        without waiting for it: the leader's connection dropped, or a call got no reply.
+        Calls that fail meanwhile join it (``successor``)."""
+        if self._closed:
+            return
+        task = self._task
+        if task is None or task.done():
+            self._until = until
+            task = self._task = asyncio.get_running_loop().create_task(self._look(current))
+            task.add_done_callback(_retrieved)
+        else:
+            self._until = max(self._until, until)
+
     async def _look(self, current: Announce) -> bool:
         loop = asyncio.get_running_loop()
         peer = self._peer = DiscoveryPeer(self._address, self._codec, tls=self._tls)
@@ -224,3 +238,9 @@ class LeaderSearch:
         self._closed = True
         if (peer := self._peer) is not None:
             peer.close()
+
+
+def _retrieved(task: asyncio.Task[bool]) -> None:
+    """A look no call waited for: its error is no one's (the calls look again)."""
+    if not task.cancelled():
+        task.exception()
